@@ -1,0 +1,35 @@
+// Package testenv gives tests the servers they run against: a PostgreSQL
+// database of their own and an in-process Kafka cluster (kfake). It is used
+// only from tests, by integration/, cdc/, poller/ and sink/ alike.
+//
+// Postgres returns a fresh, uniquely named database on a server shared by the
+// whole test binary, started on first use and dropped again by t.Cleanup
+// (with its replication slots, so a test can leave them behind). The server
+// comes from, in order:
+//
+//   - OUTBOXRELAY_TEST_POSTGRES_URL: an existing server (wal_level=logical,
+//     a role that may create databases); databases are created on it.
+//   - Docker, if a daemon answers within 3 s and OUTBOXRELAY_TEST_DOCKER is
+//     not "0": a postgres:15 container started with testcontainers-go. This
+//     path has not run in this project's CI, which has no Docker daemon; if
+//     the container cannot be started the local server is used instead.
+//   - internal/localpg: the PostgreSQL installed on this machine (the
+//     project's scripts/test installs it when missing).
+//
+// PostgresServer starts a dedicated local server instead, for tests that
+// stop, crash or restart the database.
+//
+// Kafka starts a fresh kfake cluster per call; Consume reads records back.
+//
+// Packages that use testenv call Main from TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+// Main runs the tests, then stops the shared server (removing its
+// directory) and any cluster still open, and fails a passing run that leaked
+// goroutines (go.uber.org/goleak). Without Main the shared server still dies
+// with the test binary, but its temporary directory stays behind.
+//
+// Every helper takes a testing.TB and reports failures with t.Fatalf, so it
+// must be called from the test's own goroutine.
+package testenv
