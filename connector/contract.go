@@ -1,0 +1,55 @@
+package connector
+
+import "context"
+
+// Batch is a run of events in commit order, handed from a [Source] to the
+// [Runner].
+type Batch struct {
+	Events []Event
+	// Done, when not nil, is called exactly once for every batch the runner
+	// has received: with nil once Kafka has acknowledged every event of this
+	// batch and of every batch received before it, or with the error that
+	// stopped that from happening. Calls come in the order the batches were
+	// received, from any goroutine, and must not block: record the outcome
+	// and return. A batch that ends in the middle of a transaction has no
+	// Done, since the source cannot advance to its end.
+	Done func(err error)
+}
+
+// Source reads committed outbox events.
+//
+// The runner calls Run, and after Run returns it may call Run again to
+// reconnect; it never runs two calls of one Source at once.
+type Source interface {
+	// Run sends batches to out in commit order; events of one aggregate
+	// must be sent in the order their transactions committed. A send on
+	// out blocks while the runner is busy; a batch that was not taken by
+	// the runner was not received, and the source must offer it again on
+	// the next Run. Run returns nil once ctx is cancelled, after releasing
+	// its connections and reporting the last checkpoint it was given, and
+	// an error when it loses its connection or cannot go on; an error that
+	// no reconnect can fix is marked with [Permanent].
+	Run(ctx context.Context, out chan<- Batch) error
+}
+
+// Sink publishes messages to Kafka.
+//
+// Publish is called from one goroutine; Flush and Abort may be called from
+// another while Publish blocks.
+type Sink interface {
+	// Publish hands m to Kafka. It may block while the sink's buffer is
+	// full, until ctx is done. A nil error promises that done will be
+	// called exactly once, from any goroutine, with nil when Kafka has
+	// acknowledged m with acks=all or with the error that made it give up;
+	// calls for messages of one topic and key come in Publish order. A
+	// non-nil error means m was not sent and done will not be called;
+	// it is an [*EventError] when m can never be published (too large for
+	// the broker, say).
+	Publish(ctx context.Context, m *Message, done func(error)) error
+	// Flush waits until done has been called for every message published
+	// so far, or ctx is done.
+	Flush(ctx context.Context) error
+	// Abort fails every message not yet acknowledged, calling its done
+	// with an error, and readies the sink to publish again.
+	Abort(ctx context.Context) error
+}

@@ -1,0 +1,54 @@
+package connector
+
+import (
+	"errors"
+	"fmt"
+)
+
+// EventError is a problem with one event that retrying will not fix: a
+// required column is NULL, the topic it routes to is not a legal Kafka topic
+// name, or the record is larger than the broker accepts. It names the event
+// so an operator can find the row.
+type EventError struct {
+	EventID string
+	// Origin says where the row came from (see [Event.Origin]).
+	Origin string
+	Err    error
+}
+
+func (e *EventError) Error() string {
+	id := e.EventID
+	if id == "" {
+		id = "(no id)"
+	}
+	if e.Origin != "" {
+		return fmt.Sprintf("outbox event %s (%s): %v", id, e.Origin, e.Err)
+	}
+	return fmt.Sprintf("outbox event %s: %v", id, e.Err)
+}
+
+func (e *EventError) Unwrap() error { return e.Err }
+
+// permanentError marks an error that retrying the same work cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that a retry cannot fix, such as a missing
+// table or a configuration the server rejects. The runner stops on it
+// instead of reconnecting. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, is an [EventError]
+// or was marked with [Permanent].
+func IsPermanent(err error) bool {
+	var ee *EventError
+	var pe permanentError
+	return errors.As(err, &ee) || errors.As(err, &pe)
+}

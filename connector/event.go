@@ -1,0 +1,150 @@
+package connector
+
+import (
+	"fmt"
+	"time"
+)
+
+// Column is one column of an outbox row as read from PostgreSQL.
+type Column struct {
+	Name string
+	// Type is the PostgreSQL type OID; 0 when unknown.
+	Type uint32
+	// Null reports an SQL NULL; Value is nil then.
+	Null bool
+	// Value is the column in PostgreSQL's text form, except bytea, which
+	// holds the raw bytes.
+	Value []byte
+}
+
+// Event is one committed outbox row.
+type Event struct {
+	ID            string
+	AggregateType string
+	AggregateID   string
+	Type          string
+	// Payload is the payload column as stored: the text of json, jsonb and
+	// text columns, the raw bytes of bytea. Nil when the column is NULL.
+	Payload []byte
+	// CommitTime is when the row's transaction committed.
+	CommitTime time.Time
+	// Extra holds the row's other columns, in table order.
+	Extra []Column
+	// Origin says where the row came from, for errors and logs: the commit
+	// LSN for CDC, the table for the poller.
+	Origin string
+	// Invalid, when not nil, says why this row is not a valid outbox event
+	// (a required column is NULL, say). The runner does not publish it: it
+	// sends it to the dead letter topic or stops with this error.
+	Invalid error
+}
+
+// Field returns the value of the named column: one of the mapped columns or
+// an extra one. ok is false when the row has no such column.
+func (e *Event) Field(m ColumnMap, name string) (value []byte, null, ok bool) {
+	switch name {
+	case m.ID:
+		return []byte(e.ID), false, true
+	case m.AggregateType:
+		return []byte(e.AggregateType), false, true
+	case m.AggregateID:
+		return []byte(e.AggregateID), false, true
+	case m.Type:
+		return []byte(e.Type), false, true
+	case m.Payload:
+		return e.Payload, e.Payload == nil, true
+	}
+	for _, c := range e.Extra {
+		if c.Name == name {
+			return c.Value, c.Null, true
+		}
+	}
+	return nil, false, false
+}
+
+// ColumnMap names the outbox table's columns. The zero value of a field
+// means Debezium's default column name.
+type ColumnMap struct {
+	ID            string `yaml:"id" doc:"Column holding the event id (header id)." default:"id"`
+	AggregateType string `yaml:"aggregatetype" doc:"Column naming the aggregate type (the topic)." default:"aggregatetype"`
+	AggregateID   string `yaml:"aggregateid" doc:"Column holding the aggregate id (the record key)." default:"aggregateid"`
+	Type          string `yaml:"type" doc:"Column holding the event type." default:"type"`
+	Payload       string `yaml:"payload" doc:"Column holding the payload (the record value)." default:"payload"`
+}
+
+// WithDefaults returns m with empty names set to Debezium's defaults.
+func (m ColumnMap) WithDefaults() ColumnMap {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&m.ID, "id")
+	def(&m.AggregateType, "aggregatetype")
+	def(&m.AggregateID, "aggregateid")
+	def(&m.Type, "type")
+	def(&m.Payload, "payload")
+	return m
+}
+
+// Validate reports columns that are mapped twice.
+func (m ColumnMap) Validate() error {
+	seen := map[string]string{}
+	for _, f := range []struct{ role, name string }{
+		{"id", m.ID}, {"aggregatetype", m.AggregateType}, {"aggregateid", m.AggregateID},
+		{"type", m.Type}, {"payload", m.Payload},
+	} {
+		if other, dup := seen[f.name]; dup && f.name != "" {
+			return fmt.Errorf("outbox.columns: column %q is mapped as both %s and %s", f.name, other, f.role)
+		}
+		seen[f.name] = f.role
+	}
+	return nil
+}
+
+// NewEvent builds an event from a row's columns. The id, aggregate type and
+// aggregate id must be present and not NULL; the type and payload columns may
+// be absent or NULL. When they are not, the event's Invalid is an
+// [*EventError] naming the row (by id where there is one) and the column.
+func (m ColumnMap) NewEvent(cols []Column, commit time.Time, origin string) Event {
+	e := Event{CommitTime: commit, Origin: origin}
+	var have [5]bool
+	extra := 0
+	for i := range cols {
+		c := &cols[i]
+		switch c.Name {
+		case m.ID:
+			e.ID, have[0] = string(c.Value), !c.Null
+		case m.AggregateType:
+			e.AggregateType, have[1] = string(c.Value), !c.Null
+		case m.AggregateID:
+			e.AggregateID, have[2] = string(c.Value), !c.Null
+		case m.Type:
+			e.Type, have[3] = string(c.Value), true
+		case m.Payload:
+			e.Payload, have[4] = c.Value, true
+			if c.Null {
+				e.Payload = nil
+			}
+		default:
+			extra++
+		}
+	}
+	if extra > 0 {
+		e.Extra = make([]Column, 0, extra)
+		for _, c := range cols {
+			switch c.Name {
+			case m.ID, m.AggregateType, m.AggregateID, m.Type, m.Payload:
+			default:
+				e.Extra = append(e.Extra, c)
+			}
+		}
+	}
+	for i, name := range []string{m.ID, m.AggregateType, m.AggregateID} {
+		if !have[i] {
+			e.Invalid = &EventError{EventID: e.ID, Origin: origin, Err: fmt.Errorf("column %q is missing or NULL", name)}
+			break
+		}
+	}
+	return e
+}

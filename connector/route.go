@@ -1,0 +1,115 @@
+package connector
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is the Kafka record an event becomes.
+type Message struct {
+	Topic     string
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+	// EventID is the outbox event's id, for errors and dead letters.
+	EventID string
+}
+
+// Router turns an event into the Kafka message for it. Route is called from
+// the runner's one publishing goroutine, in commit order. An error that names
+// the event ([*EventError]) means the event can never be published; the
+// runner sends it to the dead letter topic or stops.
+type Router interface {
+	Route(e *Event) (Message, error)
+}
+
+var _ Router = Routing{}
+
+// Routing says how an event becomes a message. The zero value routes the
+// way Debezium's Outbox Event Router does by default.
+type Routing struct {
+	// TopicPrefix is put before the aggregate type to name the topic.
+	// Default "outbox.event.".
+	TopicPrefix string `yaml:"topic_prefix"`
+	// Topic, when set, sends every event to this one topic instead.
+	Topic string `yaml:"topic"`
+	// TypeHeader, when set, adds the event's type as a header of this name.
+	// Default: no type header, as Debezium.
+	TypeHeader string `yaml:"type_header"`
+}
+
+// WithDefaults returns r with empty fields set to their defaults.
+func (r Routing) WithDefaults() Routing {
+	if r.TopicPrefix == "" {
+		r.TopicPrefix = "outbox.event."
+	}
+	return r
+}
+
+// Validate checks the fixed parts of the topic name.
+func (r Routing) Validate() error {
+	if r.Topic != "" {
+		return ValidTopic(r.Topic)
+	}
+	return validTopicChars(r.TopicPrefix)
+}
+
+// Route turns e into the Kafka message for it: topic TopicPrefix+aggregate
+// type, key the aggregate id's UTF-8 bytes, value the payload as stored,
+// header `id` the event id, timestamp the commit time. A route that cannot
+// be published (an illegal topic name) is an [*EventError].
+func (r Routing) Route(e *Event) (Message, error) {
+	topic := r.Topic
+	if topic == "" {
+		topic = r.TopicPrefix + e.AggregateType
+		if err := ValidTopic(topic); err != nil {
+			return Message{}, &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
+		}
+	}
+	m := Message{
+		Topic:     topic,
+		Key:       []byte(e.AggregateID),
+		Value:     e.Payload,
+		Timestamp: e.CommitTime,
+		EventID:   e.ID,
+	}
+	if r.TypeHeader != "" {
+		m.Headers = []Header{{Key: "id", Value: []byte(e.ID)}, {Key: r.TypeHeader, Value: []byte(e.Type)}}
+	} else {
+		m.Headers = []Header{{Key: "id", Value: []byte(e.ID)}}
+	}
+	return m, nil
+}
+
+// ValidTopic reports whether name is a legal Kafka topic name: 1 to 249
+// characters of ASCII letters, digits, '.', '_' and '-', and not "." or "..".
+func ValidTopic(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("topic name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed by Kafka", name)
+	case len(name) > 249:
+		return fmt.Errorf("topic name %q is %d characters long; Kafka allows 249", name, len(name))
+	}
+	return validTopicChars(name)
+}
+
+func validTopicChars(s string) error {
+	if i := strings.IndexFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-')
+	}); i >= 0 {
+		c, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("topic name %q has %q at byte %d; Kafka allows only ASCII letters, digits, '.', '_' and '-'", s, c, i)
+	}
+	return nil
+}

@@ -1,0 +1,300 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// RunnerConfig is what a user sets for the runner.
+type RunnerConfig struct {
+	Routing Routing
+	// DeadLetterTopic, when set, receives every event that can never be
+	// published to its own topic (an illegal topic name, a record larger
+	// than the broker accepts), with headers saying why, and the relay goes
+	// on. Empty, the default, stops the relay with an error naming the event.
+	DeadLetterTopic string
+	// ShutdownTimeout bounds how long a graceful stop waits for Kafka to
+	// acknowledge what is in flight. Default 30s.
+	ShutdownTimeout time.Duration
+	// RetryMin and RetryMax bound the exponential backoff between restarts
+	// after a lost connection or a failed produce. Defaults 500ms and 30s.
+	RetryMin time.Duration
+	RetryMax time.Duration
+}
+
+func (c *RunnerConfig) SetDefaults() {
+	c.Routing = c.Routing.WithDefaults()
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 500 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 30 * time.Second
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *RunnerConfig) Validate() error {
+	var errs []error
+	if err := c.Routing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("routing: %w", err))
+	}
+	if c.DeadLetterTopic != "" {
+		if err := ValidTopic(c.DeadLetterTopic); err != nil {
+			errs = append(errs, fmt.Errorf("dead letter topic: %w", err))
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %s is negative", c.ShutdownTimeout))
+	}
+	if c.RetryMin < 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("retry backoff %s..%s: need 0 <= min <= max", c.RetryMin, c.RetryMax))
+	}
+	return errors.Join(errs...)
+}
+
+// Option wires a runner to its surroundings.
+type Option func(*Runner)
+
+// WithRouter replaces the routing of RunnerConfig.Routing with r, for
+// record formats beyond it (Debezium's converters, say).
+func WithRouter(rt Router) Option { return func(r *Runner) { r.router = rt } }
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(r *Runner) { r.log = l } }
+
+// Runner joins a [Source] to a [Sink]: it routes each event to a message,
+// publishes it, and reports acknowledgements back to the source in order.
+// The source keeps reading while earlier batches are in flight; the sink's
+// buffer bounds how much is in flight.
+type Runner struct {
+	cfg    RunnerConfig
+	src    Source
+	sink   Sink
+	router Router
+	log    *slog.Logger
+
+	// poisoned remembers events whose publication failed for good after
+	// they were handed to the sink, so that when the source delivers them
+	// again after the restart they go to the dead letter topic at once.
+	poisoned map[string]error
+}
+
+// maxPoisoned bounds the poisoned set; past it, an event is only detected
+// again by failing again.
+const maxPoisoned = 1024
+
+// NewRunner returns a runner, or the configuration's problems.
+func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, src: src, sink: sink, router: cfg.Routing, log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
+}
+
+// Run relays until ctx is cancelled, which is success (nil), or until an
+// error that restarting cannot fix. Lost connections and failed produces
+// restart the source with exponential backoff from its last checkpoint.
+func (r *Runner) Run(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = r.cfg.RetryMin
+	bo.MaxInterval = r.cfg.RetryMax
+	bo.MaxElapsedTime = 0
+	bo.Reset()
+	for {
+		started := time.Now()
+		err := r.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ee *EventError
+		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned {
+			r.poisoned[ee.EventID] = ee
+		} else if IsPermanent(err) {
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		r.log.Warn("relay interrupted; restarting from the last checkpoint", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// runOnce runs the source and publishes what it reads until ctx is
+// cancelled or something fails. On cancellation it drains: it stops taking
+// batches, waits up to ShutdownTimeout for Kafka to acknowledge what is in
+// flight, then stops the source so that it reports the final checkpoint.
+func (r *Runner) runOnce(ctx context.Context) error {
+	// The source outlives ctx so that it can still take acknowledgements
+	// while in-flight messages drain; it stops when srcStop is called.
+	srcCtx, srcStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer srcStop()
+	// Publishing likewise outlives ctx by at most ShutdownTimeout.
+	pubCtx, pubStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer pubStop()
+	stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, pubStop) })
+	defer stopTimer()
+
+	out := make(chan Batch)
+	srcDone := make(chan error, 1)
+	go func() { srcDone <- r.src.Run(srcCtx, out) }()
+
+	t := newTracker()
+	var failure error
+	srcEnded := false
+loop:
+	for {
+		select {
+		case b := <-out:
+			if err := r.publish(pubCtx, t, b); err != nil {
+				failure = err
+				break loop
+			}
+		case err := <-t.failures:
+			failure = err
+			break loop
+		case err := <-srcDone:
+			srcEnded = true
+			failure = err
+			if failure == nil {
+				failure = errors.New("source stopped without being asked to")
+			}
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+
+	// Drain what is in flight on a graceful stop, and also when the source
+	// lost its connection: the acknowledgements still move its checkpoint,
+	// which it reports when it reconnects.
+	drained := false
+	if failure == nil || srcEnded {
+		flushCtx, cancel := pubCtx, context.CancelFunc(func() {})
+		if srcEnded {
+			flushCtx, cancel = context.WithTimeout(pubCtx, r.cfg.ShutdownTimeout)
+		}
+		err := r.sink.Flush(flushCtx)
+		cancel()
+		drained = err == nil
+		if err != nil && failure == nil {
+			failure = fmt.Errorf("drain in-flight events within %s: %w", r.cfg.ShutdownTimeout, err)
+			r.log.Warn("shutdown timeout passed with events in flight; they will be published again on the next start", "in_flight", t.inFlight())
+		}
+	}
+	if !drained {
+		// Fail whatever is still buffered so every Done is called and the
+		// sink starts clean on the next run.
+		abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := r.sink.Abort(abortCtx); err != nil {
+			r.log.Warn("abort buffered events", "err", err)
+		}
+		cancel()
+	}
+	srcStop()
+	if !srcEnded {
+		if err := <-srcDone; err != nil && failure == nil && ctx.Err() == nil {
+			failure = err
+		}
+	}
+	return failure
+}
+
+// publish routes and publishes every event of b.
+func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
+	p := t.add(b.Done)
+	for i := range b.Events {
+		e := &b.Events[i]
+		m, err := Message{}, e.Invalid
+		if err == nil {
+			m, err = r.router.Route(e)
+		}
+		if err == nil {
+			if perr, bad := r.poisoned[e.ID]; bad {
+				err = perr
+			}
+		}
+		if err == nil {
+			err = r.send(ctx, t, p, &m)
+		}
+		var ee *EventError
+		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" {
+			dl := r.deadLetter(e, &m, ee)
+			r.log.Error("event cannot be published; sending it to the dead letter topic",
+				"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", ee.Err)
+			err = r.send(ctx, t, p, dl)
+		}
+		if err != nil {
+			t.published(p, err)
+			return err
+		}
+	}
+	t.published(p, nil)
+	return nil
+}
+
+func (r *Runner) send(ctx context.Context, t *tracker, p *pending, m *Message) error {
+	t.sent(p)
+	if err := r.sink.Publish(ctx, m, func(err error) { t.acked(p, err) }); err != nil {
+		t.acked(p, nil) // not sent: take back the count without failing p twice
+		return err
+	}
+	return nil
+}
+
+// Dead letter headers, beside the event's own.
+const (
+	HeaderError         = "outboxrelay.error"
+	HeaderOriginalTopic = "outboxrelay.topic"
+)
+
+// deadLetter builds the message that stands in for e on the dead letter
+// topic: the same key and headers, and the value unless the value is what
+// made it unpublishable.
+func (r *Runner) deadLetter(e *Event, routed *Message, cause *EventError) *Message {
+	dl := &Message{
+		Topic:     r.cfg.DeadLetterTopic,
+		Key:       []byte(e.AggregateID),
+		Timestamp: e.CommitTime,
+		EventID:   e.ID,
+		Headers: []Header{
+			{Key: "id", Value: []byte(e.ID)},
+			{Key: HeaderError, Value: []byte(cause.Err.Error())},
+		},
+	}
+	if routed.Topic != "" {
+		dl.Headers = append(dl.Headers, Header{Key: HeaderOriginalTopic, Value: []byte(routed.Topic)})
+	}
+	var tooLarge *RecordTooLargeError
+	if !errors.As(cause, &tooLarge) {
+		dl.Value = e.Payload
+	}
+	return dl
+}
+
+// RecordTooLargeError says a record is larger than the broker accepts.
+type RecordTooLargeError struct {
+	Size, Limit int
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("record is %d bytes, more than the broker's limit of %d (message.max.bytes / max.message.bytes); make the payload smaller or raise the limit", e.Size, e.Limit)
+}

@@ -1,0 +1,99 @@
+package connector
+
+import "sync"
+
+// tracker turns per-message acknowledgements, which arrive per partition and
+// so out of order across partitions, into in-order Done calls for batches:
+// a batch is done only once it and every batch received before it are fully
+// acknowledged. Its queue holds one entry per batch that still has a
+// message in the sink, so it is bounded by the sink's buffer.
+type tracker struct {
+	mu     sync.Mutex
+	queue  []*pending
+	failed error
+	// failures gets the first error of any message, as soon as it is
+	// known, so the runner can stop publishing.
+	failures chan error
+	reported bool
+	inflight int
+}
+
+type pending struct {
+	// remaining counts messages not yet acknowledged, plus one while the
+	// runner is still publishing the batch.
+	remaining int
+	err       error
+	done      func(error)
+}
+
+func newTracker() *tracker {
+	return &tracker{failures: make(chan error, 1)}
+}
+
+// add registers a batch the runner has received and is about to publish.
+func (t *tracker) add(done func(error)) *pending {
+	p := &pending{remaining: 1, done: done}
+	t.mu.Lock()
+	t.queue = append(t.queue, p)
+	t.mu.Unlock()
+	return p
+}
+
+// sent counts one more message of p handed to the sink.
+func (t *tracker) sent(p *pending) {
+	t.mu.Lock()
+	p.remaining++
+	t.inflight++
+	t.mu.Unlock()
+}
+
+// acked records the outcome of one message of p.
+func (t *tracker) acked(p *pending, err error) {
+	t.mu.Lock()
+	t.inflight--
+	t.settle(p, err)
+	t.mu.Unlock()
+}
+
+// published records that the runner has handed every message of p to the
+// sink, or stopped early with err.
+func (t *tracker) published(p *pending, err error) {
+	t.mu.Lock()
+	t.settle(p, err)
+	t.mu.Unlock()
+}
+
+func (t *tracker) settle(p *pending, err error) {
+	p.remaining--
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	if err != nil && !t.reported {
+		t.reported = true
+		t.failures <- err
+	}
+	for len(t.queue) > 0 && t.queue[0].remaining == 0 {
+		head := t.queue[0]
+		t.queue[0] = nil
+		t.queue = t.queue[1:]
+		if head.err != nil && t.failed == nil {
+			t.failed = head.err
+		}
+		// Once a batch has failed, no later batch is done either: Done(nil)
+		// would promise that everything before it is in Kafka.
+		if head.done != nil {
+			head.done(t.failed)
+		}
+	}
+	if len(t.queue) == 0 {
+		t.queue = t.queue[:0:0] // let the old backing array go
+	}
+}
+
+// inFlight is the number of messages handed to the sink and not yet
+// acknowledged.
+func (t *tracker) inFlight() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inflight
+}

@@ -1,0 +1,89 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config is what a user sets for the Kafka producer.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string `yaml:"brokers"`
+	// ClientID is the Kafka client id. Default "outboxrelay".
+	ClientID string `yaml:"client_id"`
+	// Compression is none, gzip, snappy, lz4 or zstd. Default none, as the
+	// Java producer.
+	Compression string `yaml:"compression"`
+	// MaxBufferedRecords bounds the records published and not yet
+	// acknowledged; a full buffer makes Publish wait. Default 10000.
+	MaxBufferedRecords int `yaml:"max_buffered_records"`
+	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
+	// Default 32 MiB.
+	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
+	// MaxRecordBytes is the largest record the sink will produce. Default:
+	// the broker's message.max.bytes, read when the sink starts.
+	MaxRecordBytes int `yaml:"max_record_bytes"`
+}
+
+func (c *Config) SetDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = "outboxrelay"
+	}
+	if c.Compression == "" {
+		c.Compression = "none"
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = 10000
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = 32 << 20
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("kafka.brokers: at least one broker is required (host:port)"))
+	}
+	for _, b := range c.Brokers {
+		if !strings.Contains(b, ":") {
+			errs = append(errs, fmt.Errorf("kafka.brokers: %q has no port; write host:port", b))
+		}
+	}
+	if _, err := compression(c.Compression); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxBufferedRecords < 0 {
+		errs = append(errs, fmt.Errorf("kafka.max_buffered_records: %d is negative", c.MaxBufferedRecords))
+	}
+	if c.MaxBufferedBytes < 0 {
+		errs = append(errs, fmt.Errorf("kafka.max_buffered_bytes: %d is negative", c.MaxBufferedBytes))
+	}
+	if c.MaxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("kafka.max_record_bytes: %d is negative", c.MaxRecordBytes))
+	}
+	if c.MaxRecordBytes > 0 && c.MaxBufferedBytes > 0 && c.MaxRecordBytes > c.MaxBufferedBytes {
+		errs = append(errs, fmt.Errorf("kafka.max_record_bytes (%d) is larger than kafka.max_buffered_bytes (%d); such a record could never be buffered", c.MaxRecordBytes, c.MaxBufferedBytes))
+	}
+	return errors.Join(errs...)
+}
+
+func compression(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("kafka.compression: %q is not one of none, gzip, snappy, lz4, zstd", name)
+}
