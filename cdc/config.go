@@ -1,0 +1,122 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Config is what a user sets for the CDC source.
+type Config struct {
+	// URL is the PostgreSQL connection string. Required. The role needs
+	// the REPLICATION attribute and SELECT on the table.
+	URL string
+	// Table is the outbox table, schema.table. Default "public.outbox".
+	Table string
+	// Columns names the outbox columns. Default Debezium's names.
+	Columns connector.ColumnMap
+	// Slot is the logical replication slot, created when missing.
+	// Default "outboxrelay".
+	Slot string `yaml:"slot"`
+	// Publication is the publication, created when missing as
+	// FOR TABLE <Table> WITH (publish = 'insert'). Default "outboxrelay".
+	Publication string `yaml:"publication"`
+	// CreatePublication creates the publication when it is missing.
+	// Default true.
+	CreatePublication *bool `yaml:"create_publication"`
+	// StatusInterval is how often the confirmed position is sent to
+	// PostgreSQL; keep it well below the server's wal_sender_timeout.
+	// Default 10s.
+	StatusInterval time.Duration `yaml:"status_interval"`
+	// MaxBatchEvents and MaxBatchBytes bound one batch handed to the
+	// runner: a larger transaction goes in several. Defaults 1000 and 1 MiB.
+	MaxBatchEvents int `yaml:"max_batch_events"`
+	MaxBatchBytes  int `yaml:"max_batch_bytes"`
+}
+
+func (c *Config) SetDefaults() {
+	if c.Table == "" {
+		c.Table = "public.outbox"
+	}
+	c.Columns = c.Columns.WithDefaults()
+	if c.Slot == "" {
+		c.Slot = "outboxrelay"
+	}
+	if c.Publication == "" {
+		c.Publication = "outboxrelay"
+	}
+	if c.CreatePublication == nil {
+		t := true
+		c.CreatePublication = &t
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = 10 * time.Second
+	}
+	if c.MaxBatchEvents == 0 {
+		c.MaxBatchEvents = 1000
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 1 << 20
+	}
+}
+
+// slotName is what PostgreSQL accepts as a replication slot name.
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("postgres.url is required"))
+	} else if _, err := pgconn.ParseConfig(c.URL); err != nil {
+		errs = append(errs, fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	if _, _, err := SplitTable(c.Table); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !slotName.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("cdc.slot: %q is not a valid slot name; use 1 to 63 lower-case letters, digits and underscores", c.Slot))
+	}
+	if c.Publication == "" || len(c.Publication) > 63 {
+		errs = append(errs, fmt.Errorf("cdc.publication: %q must be 1 to 63 characters", c.Publication))
+	}
+	if c.StatusInterval < 0 {
+		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
+	}
+	if c.MaxBatchEvents < 0 || c.MaxBatchBytes < 0 {
+		errs = append(errs, fmt.Errorf("cdc.max_batch_events (%d) and cdc.max_batch_bytes (%d) must not be negative", c.MaxBatchEvents, c.MaxBatchBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// SplitTable splits "schema.table" (or "table", in schema public) into its
+// parts. Names are taken as written, case and all; quote neither part.
+func SplitTable(name string) (schema, table string, err error) {
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok {
+		schema, table = "public", name
+	}
+	if schema == "" || table == "" || strings.Contains(table, ".") || len(schema) > 63 || len(table) > 63 {
+		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 characters)", name)
+	}
+	return schema, table, nil
+}
+
+// redactErr drops the connection string from pgconn's parse errors, which
+// quote it, password and all.
+func redactErr(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
+	}
+	return err
+}

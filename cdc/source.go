@@ -1,0 +1,362 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxrelay/outboxrelay/cdc/internal/pgoutput"
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Source is the logical replication [connector.Source].
+type Source struct {
+	cfg           Config
+	schema, table string
+	log           *slog.Logger
+
+	// acked is the end LSN of the last transaction that Kafka has
+	// acknowledged along with everything before it, or a keepalive
+	// position reached while nothing was in flight. Batch Done callbacks
+	// raise it from the sink's goroutines; the replication loop reads it.
+	// It outlives a connection, so a reconnect starts from it.
+	acked atomic.Uint64
+
+	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
+}
+
+var _ connector.Source = (*Source)(nil)
+
+// Option wires a source to its surroundings.
+type Option func(*Source)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Source) { s.log = l.With("component", "cdc") }
+}
+
+// New returns a source for cfg, or every problem with cfg.
+func New(cfg Config, opts ...Option) (*Source, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	schema, table, _ := SplitTable(cfg.Table)
+	s := &Source{cfg: cfg, schema: schema, table: table, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// ConfirmedLSN is the position the source has confirmed, or will confirm
+// with its next status update.
+func (s *Source) ConfirmedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.acked.Load()) }
+
+// SkippedChanges counts the UPDATE, DELETE and TRUNCATE changes of the
+// outbox table that the source skipped.
+func (s *Source) SkippedChanges() int64 { return s.skipped.Load() }
+
+// advance raises acked to lsn; it never lowers it.
+func (s *Source) advance(lsn pglogrepl.LSN) {
+	for {
+		cur := s.acked.Load()
+		if uint64(lsn) <= cur || s.acked.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// Run implements [connector.Source]: it prepares the publication and slot,
+// then streams from the slot until ctx is cancelled or the connection fails.
+func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
+	confirmed, err := s.prepare(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	s.advance(confirmed)
+
+	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return classify("open the replication connection", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
+
+	// Starting at our own acknowledged position skips, after a reconnect,
+	// what Kafka already has; the server starts at the slot's confirmed
+	// position when that is later (and at 0/0 means exactly that).
+	start := pglogrepl.LSN(s.acked.Load())
+	pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
+	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
+	}
+	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
+
+	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start}
+	err = st.run(ctx)
+	// A last status update, so the slot holds what Kafka has as of now.
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if serr := st.sendStatus(finalCtx); serr != nil && err == nil && ctx.Err() == nil {
+		err = serr
+	}
+	if ctx.Err() != nil {
+		s.log.Info("replication stopped", "slot", s.cfg.Slot, "confirmed_lsn", s.ConfirmedLSN())
+		return nil
+	}
+	return err
+}
+
+// stream is one replication session. Only its goroutine touches conn.
+type stream struct {
+	src  *Source
+	conn *pgconn.PgConn
+	out  chan<- connector.Batch
+	rels pgoutput.Relations
+
+	// The transaction being received.
+	inTxn      bool
+	commitTime time.Time
+	origin     string
+	txnEvents  int
+	batch      []connector.Event
+	batchBytes int
+
+	// emitted is the end LSN of the last transaction handed to the runner;
+	// once acked reaches it, nothing is in flight.
+	emitted pglogrepl.LSN
+
+	nextStatus time.Time
+	reported   uint64
+	lastWarn   time.Time
+}
+
+func (st *stream) run(ctx context.Context) error {
+	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	for {
+		if !time.Now().Before(st.nextStatus) {
+			if err := st.sendStatus(ctx); err != nil {
+				return err
+			}
+		}
+		recvCtx, cancel := context.WithDeadline(ctx, st.nextStatus)
+		msg, err := st.conn.ReceiveMessage(recvCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := st.handle(ctx, msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return classify(fmt.Sprintf("replication from slot %q", st.src.cfg.Slot), pgconn.ErrorResponseToPgError(msg))
+		default:
+			return fmt.Errorf("replication from slot %q: unexpected message %T", st.src.cfg.Slot, msg)
+		}
+	}
+}
+
+func (st *stream) handle(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		// Everything the server sent before this keepalive has arrived. If
+		// Kafka has all of it, the slot may move to the server's position:
+		// that is how an idle outbox table lets go of WAL that other
+		// tables write.
+		if !st.inTxn && st.src.acked.Load() >= uint64(st.emitted) {
+			st.src.advance(ka.ServerWALEnd)
+			st.emitted = max(st.emitted, ka.ServerWALEnd)
+		}
+		if ka.ReplyRequested {
+			return st.sendStatus(ctx)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse XLogData: %w", err)
+		}
+		return st.decode(ctx, xld.WALData)
+	}
+	return nil
+}
+
+func (st *stream) decode(ctx context.Context, wal []byte) error {
+	msg, err := pglogrepl.Parse(wal)
+	if err != nil {
+		return fmt.Errorf("parse pgoutput message: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		st.rels.Add(m)
+	case *pglogrepl.BeginMessage:
+		st.inTxn = true
+		st.commitTime = m.CommitTime
+		st.origin = "commit " + m.FinalLSN.String()
+		st.txnEvents = 0
+	case *pglogrepl.InsertMessage:
+		rel, ok := st.ours(m.RelationID)
+		if !ok {
+			return nil
+		}
+		var e connector.Event
+		cols, err := rel.Decode(m.Tuple)
+		if err != nil {
+			e = connector.Event{CommitTime: st.commitTime, Origin: st.origin, Invalid: &connector.EventError{Origin: st.origin, Err: err}}
+		} else {
+			e = st.src.cfg.Columns.NewEvent(cols, st.commitTime, st.origin)
+		}
+		st.batch = append(st.batch, e)
+		st.batchBytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
+		st.txnEvents++
+		if len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes {
+			// A large transaction goes on in chunks that cannot be
+			// confirmed on their own: only its commit can.
+			return st.emit(ctx, nil)
+		}
+	case *pglogrepl.UpdateMessage:
+		st.skip(m.RelationID, "UPDATE")
+	case *pglogrepl.DeleteMessage:
+		st.skip(m.RelationID, "DELETE")
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			st.skip(id, "TRUNCATE")
+		}
+	case *pglogrepl.CommitMessage:
+		st.inTxn = false
+		end := m.TransactionEndLSN
+		if st.txnEvents == 0 && st.src.acked.Load() >= uint64(st.emitted) {
+			// Nothing of ours, nothing in flight: confirmable at once.
+			st.src.advance(end)
+			st.emitted = max(st.emitted, end)
+			return nil
+		}
+		src := st.src
+		if err := st.emit(ctx, func(err error) {
+			if err == nil {
+				src.advance(end)
+			}
+		}); err != nil {
+			return err
+		}
+		st.emitted = end
+	}
+	return nil
+}
+
+// ours returns the relation if it is the outbox table. A publication the
+// user made may cover other tables; their changes are not ours to relay.
+func (st *stream) ours(id uint32) (*pgoutput.Relation, bool) {
+	rel, ok := st.rels[id]
+	if !ok || rel.Namespace != st.src.schema || rel.Name != st.src.table {
+		return nil, false
+	}
+	return rel, true
+}
+
+// skip counts a change that is not an insert. Logging each one would flood
+// the log of a table that is cleaned with DELETE; once a minute says it.
+func (st *stream) skip(id uint32, op string) {
+	if _, ok := st.ours(id); !ok {
+		return
+	}
+	n := st.src.skipped.Add(1)
+	if time.Since(st.lastWarn) >= time.Minute {
+		st.lastWarn = time.Now()
+		st.src.log.Warn("skipping changes to the outbox table that are not inserts; only inserted rows are events",
+			"op", op, "at", st.origin, "skipped_total", n,
+			"hint", "publish only inserts: ALTER PUBLICATION ... SET (publish = 'insert')")
+	}
+}
+
+// emit hands the current batch to the runner. While the runner is busy it
+// keeps the status updates going, so the server does not time out a
+// session that is only waiting for Kafka.
+func (st *stream) emit(ctx context.Context, done func(error)) error {
+	b := connector.Batch{Events: st.batch, Done: done}
+	st.batch, st.batchBytes = nil, 0
+	for {
+		timer := time.NewTimer(time.Until(st.nextStatus))
+		select {
+		case st.out <- b:
+			timer.Stop()
+			return nil
+		case <-timer.C:
+			if err := st.sendStatus(ctx); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// sendStatus reports the acknowledged position as written, flushed and
+// applied: the server may recycle WAL before it, and a restart resumes
+// after it.
+func (st *stream) sendStatus(ctx context.Context) error {
+	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	lsn := pglogrepl.LSN(st.src.acked.Load())
+	if lsn == 0 {
+		return nil
+	}
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn,
+		WALFlushPosition: lsn,
+		WALApplyPosition: lsn,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("send status update to slot %q: %w", st.src.cfg.Slot, err)
+	}
+	if uint64(lsn) != st.reported {
+		st.reported = uint64(lsn)
+		st.src.log.Debug("confirmed position", "slot", st.src.cfg.Slot, "lsn", lsn)
+	}
+	return nil
+}
