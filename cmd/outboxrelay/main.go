@@ -1,0 +1,77 @@
+// Command outboxrelay relays a PostgreSQL transactional outbox to Kafka.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/demo"
+)
+
+const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
+
+Usage:
+  outboxrelay run --config FILE    relay until SIGTERM or SIGINT
+  outboxrelay demo                 run it end to end on a throwaway PostgreSQL and in-process broker
+  outboxrelay version              print the version
+  outboxrelay config-reference     print the configuration keys as a Markdown table
+
+Every configuration key can also be set in the environment, e.g.
+OUTBOXRELAY_POSTGRES_URL and OUTBOXRELAY_KAFKA_BROKERS (comma-separated).
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxrelay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A second signal, after stop has restored the default handling,
+	// ends the process at once.
+	context.AfterFunc(ctx, stop)
+
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		cfg, err := config.Load(*path, os.Environ())
+		if err != nil {
+			return err
+		}
+		return app.Run(ctx, cfg, app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format))
+	case "demo":
+		return demo.Run(ctx, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "outboxrelay", app.Version)
+		return nil
+	case "config-reference":
+		fmt.Fprint(stdout, config.Reference())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

@@ -1,0 +1,59 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// Version is set at build time with -ldflags "-X ...app.Version=...".
+var Version = "dev"
+
+// Run relays until ctx is cancelled (a graceful stop, nil) or an error that
+// restarting cannot fix.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	snk, err := sink.New(cfg.SinkConfig(), sink.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+
+	var src connector.Source
+	switch cfg.Source {
+	case "cdc":
+		src, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log))
+	default:
+		err = fmt.Errorf("source %q is not supported", cfg.Source)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := connector.NewRunner(src, snk, cfg.RunnerConfig(), connector.WithLogger(log.With("component", "runner")))
+	if err != nil {
+		return err
+	}
+	log.Info("outboxrelay starting", "version", Version, "source", cfg.Source, "table", cfg.Outbox.Table,
+		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("outboxrelay stopped")
+	return nil
+}
+
+// NewLogger builds the logger that log.level and log.format describe.
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level)) // validated with the config
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

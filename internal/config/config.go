@@ -1,0 +1,228 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Postgres Postgres  `yaml:"postgres"`
+	Outbox   Outbox    `yaml:"outbox"`
+	Source   string    `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll." default:"cdc"`
+	CDC      CDC       `yaml:"cdc"`
+	Kafka    Kafka     `yaml:"kafka"`
+	Routing  Routing   `yaml:"routing"`
+	Log      Log       `yaml:"log"`
+	Shutdown Shutdown  `yaml:"shutdown"`
+}
+
+// Postgres is the database connection.
+type Postgres struct {
+	URL string `yaml:"url" doc:"PostgreSQL connection URL or key=value string; the role needs REPLICATION for cdc." default:"(required)"`
+}
+
+// Outbox is the outbox table.
+type Outbox struct {
+	Table   string              `yaml:"table" doc:"The outbox table, schema.table." default:"public.outbox"`
+	Columns connector.ColumnMap `yaml:"columns"`
+}
+
+// CDC is the logical replication source.
+type CDC struct {
+	Slot              string        `yaml:"slot" doc:"Logical replication slot (pgoutput); created when missing." default:"outboxrelay"`
+	Publication       string        `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')." default:"outboxrelay"`
+	CreatePublication *bool         `yaml:"create_publication" doc:"Create the publication when it is missing." default:"true"`
+	StatusInterval    time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
+	MaxBatchEvents    int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
+	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
+}
+
+// Kafka is the producer.
+type Kafka struct {
+	Brokers            []string `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
+	ClientID           string   `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
+	Compression        string   `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
+	MaxBufferedRecords int      `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"10000"`
+	MaxBufferedBytes   int      `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
+	MaxRecordBytes     int      `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	DeadLetterTopic    string   `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
+}
+
+// Routing is how an event becomes a record.
+type Routing struct {
+	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router." default:"outbox.event."`
+	Topic       string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
+	TypeHeader  string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
+}
+
+// Log is the logger.
+type Log struct {
+	Level  string `yaml:"level" doc:"debug, info, warn or error." default:"info"`
+	Format string `yaml:"format" doc:"json or text." default:"json"`
+}
+
+// Shutdown is the graceful stop.
+type Shutdown struct {
+	Timeout time.Duration `yaml:"timeout" doc:"How long a stop waits for in-flight events to be acknowledged." default:"30s"`
+}
+
+// EnvPrefix starts every environment variable that sets a key.
+const EnvPrefix = "OUTBOXRELAY"
+
+// Load reads the file at path (none when path is empty), applies the
+// environment, sets defaults and validates.
+func Load(path string, environ []string) (*Config, error) {
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := Parse(data, &c); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Parse decodes YAML into c, refusing unknown keys so a typo is an error.
+func Parse(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Source == "" {
+		c.Source = "cdc"
+	}
+	if c.Outbox.Table == "" {
+		c.Outbox.Table = "public.outbox"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "json"
+	}
+}
+
+// Validate reports every problem at once, checking each part with the
+// validation of the package that uses it.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Source {
+	case "cdc":
+		cc := c.CDCConfig()
+		cc.SetDefaults()
+		if err := cc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("source: %q is not cdc or poll", c.Source))
+	}
+	sc := c.SinkConfig()
+	sc.SetDefaults()
+	if err := sc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	rc := c.RunnerConfig()
+	rc.SetDefaults()
+	if err := rc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q is not json or text", c.Log.Format))
+	}
+	return errors.Join(errs...)
+}
+
+// CDCConfig is the CDC source's part of c.
+func (c *Config) CDCConfig() cdc.Config {
+	return cdc.Config{
+		URL:               c.Postgres.URL,
+		Table:             c.Outbox.Table,
+		Columns:           c.Outbox.Columns,
+		Slot:              c.CDC.Slot,
+		Publication:       c.CDC.Publication,
+		CreatePublication: c.CDC.CreatePublication,
+		StatusInterval:    c.CDC.StatusInterval,
+		MaxBatchEvents:    c.CDC.MaxBatchEvents,
+		MaxBatchBytes:     c.CDC.MaxBatchBytes,
+	}
+}
+
+// SinkConfig is the Kafka sink's part of c.
+func (c *Config) SinkConfig() sink.Config {
+	return sink.Config{
+		Brokers:            c.Kafka.Brokers,
+		ClientID:           c.Kafka.ClientID,
+		Compression:        c.Kafka.Compression,
+		MaxBufferedRecords: c.Kafka.MaxBufferedRecords,
+		MaxBufferedBytes:   c.Kafka.MaxBufferedBytes,
+		MaxRecordBytes:     c.Kafka.MaxRecordBytes,
+	}
+}
+
+// RunnerConfig is the runner's part of c.
+func (c *Config) RunnerConfig() connector.RunnerConfig {
+	return connector.RunnerConfig{
+		Routing: connector.Routing{
+			TopicPrefix: c.Routing.TopicPrefix,
+			Topic:       c.Routing.Topic,
+			TypeHeader:  c.Routing.TypeHeader,
+		},
+		DeadLetterTopic: c.Kafka.DeadLetterTopic,
+		ShutdownTimeout: c.Shutdown.Timeout,
+	}
+}
+
+// RedactURL hides the password of a PostgreSQL URL for logs and errors.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(s, "password") {
+			return "(connection string with a password, not shown)"
+		}
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
