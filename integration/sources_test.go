@@ -1,0 +1,57 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// sourceKinds are the sources the behavioural suite runs against.
+var sourceKinds = []sourceKind{cdcKind}
+
+var cdcKind = sourceKind{
+	name: "cdc",
+	open: func(t testing.TB, url, table, name string) connector.Source {
+		return openCDC(t, cdc.Config{URL: url, Table: "public." + table, Slot: name, Publication: name})
+	},
+	ready: func(ctx context.Context, t testing.TB, pool *pgxpool.Pool, name string) {
+		waitSlotActive(ctx, t, pool, name)
+	},
+	exactlyOnceAcrossStops: true,
+}
+
+func openCDC(t testing.TB, cfg cdc.Config) *cdc.Source {
+	t.Helper()
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 100 * time.Millisecond
+	}
+	src, err := cdc.New(cfg, cdc.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("cdc source: %v", err)
+	}
+	return src
+}
+
+// waitSlotActive waits until a walsender streams from the slot: from then
+// on, every commit is captured.
+func waitSlotActive(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var active bool
+		err := pool.QueryRow(ctx, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, slot).Scan(&active)
+		if err != nil {
+			t.Fatalf("wait for slot %s: %v", slot, err)
+		}
+		if active {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+const partitions = 8
+
+// TestSources runs every guarantee against every source.
+func TestSources(t *testing.T) {
+	for _, kind := range sourceKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Run("ConcurrentWritersManyAggregates", func(t *testing.T) { testConcurrentWriters(t, kind) })
+			t.Run("LargeTransactions", func(t *testing.T) { testLargeTransactions(t, kind) })
+			t.Run("GracefulRestartMidStream", func(t *testing.T) { testGracefulRestart(t, kind) })
+			t.Run("BrokerProduceErrors", func(t *testing.T) { testBrokerErrors(t, kind) })
+			t.Run("OversizedEventDeadLetter", func(t *testing.T) { testOversized(t, kind) })
+		})
+	}
+}
+
+// env is one test's database, table, broker and source names.
+type env struct {
+	kind    sourceKind
+	url     string
+	pool    *pgxpool.Pool
+	table   string
+	name    string
+	cluster *kfake.Cluster
+	brokers []string
+}
+
+func newEnv(t *testing.T, kind sourceKind, kopts ...kfake.Opt) *env {
+	t.Helper()
+	e := &env{kind: kind, url: testenv.Postgres(t), table: "outbox", name: uniqueName(t)}
+	e.pool = connectPool(t, e.url)
+	createOutbox(t, e.pool, e.table)
+	e.cluster, e.brokers = testenv.Kafka(t, append([]kfake.Opt{kfake.DefaultNumPartitions(partitions)}, kopts...)...)
+	return e
+}
+
+func (e *env) start(t *testing.T, rc connector.RunnerConfig, sc sink.Config) *relay {
+	t.Helper()
+	r := startRelay(t, e.kind.open(t, e.url, e.table, e.name), e.brokers, rc, sc)
+	e.kind.ready(context.Background(), t, e.pool, e.name)
+	return r
+}
+
+func testConcurrentWriters(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind)
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	ctx := context.Background()
+	workload{table: e.table, writers: 4, aggregates: 100, events: 5000, txnSize: 3}.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.waitFor(t, rows, 2*time.Minute)
+	r.stop(t)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	if rep.duplicates != 0 {
+		t.Errorf("%d duplicates without any failure", rep.duplicates)
+	}
+}
+
+// testLargeTransactions commits transactions far larger than
+// logical_decoding_work_mem (64kB on the test server) and than one batch,
+// so events sharing a commit LSN travel in several chunks.
+func testLargeTransactions(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind)
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{MaxBufferedRecords: 500})
+	ctx := context.Background()
+	workload{table: e.table, writers: 2, aggregates: 10, events: 6000, txnSize: 3000}.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.waitFor(t, rows, 2*time.Minute)
+	r.stop(t)
+	c.check(t, rows, partitions)
+}
+
+// testGracefulRestart stops the relay while writers are busy and starts a
+// new one: nothing is lost, and with a source that confirms exactly what
+// Kafka acknowledged, nothing is repeated.
+func testGracefulRestart(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind)
+	ctx := context.Background()
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		workload{table: e.table, writers: 2, aggregates: 20, events: 4000}.write(ctx, t, e.pool)
+	}()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	// Stop once some, not all, events are through.
+	deadline := time.Now().Add(time.Minute)
+	for len(c.recs) < 500 && time.Now().Before(deadline) {
+		c.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { c.recs = append(c.recs, rec); c.ids[header(rec, "id")]++ })
+	}
+	r.stop(t)
+	r2 := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	<-written
+	rows := readRows(ctx, t, e.pool, e.table)
+	c.waitFor(t, rows, 2*time.Minute)
+	r2.stop(t)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	if kind.exactlyOnceAcrossStops && rep.duplicates != 0 {
+		t.Errorf("%d duplicates after a graceful restart; want none", rep.duplicates)
+	}
+}
+
+// testBrokerErrors makes the broker fail produce requests, first with
+// errors a producer retries, then with one it does not, which restarts the
+// relay from its checkpoint: nothing is lost and order holds.
+func testBrokerErrors(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind)
+	ctx := context.Background()
+	retriable := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: 20})
+	fatal := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: 3})
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	workload{table: e.table, writers: 4, aggregates: 40, events: 3000}.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.waitFor(t, rows, 2*time.Minute)
+	r.stop(t)
+	if retriable.Hits() == 0 || fatal.Hits() == 0 {
+		t.Fatalf("faults answered %d and %d produce requests; the test did not exercise them", retriable.Hits(), fatal.Hits())
+	}
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+}
+
+// testOversized commits an event larger than the broker accepts between
+// ordinary ones. Without a dead letter topic the relay stops with an error
+// naming it; with one, it goes there and the rest flows.
+func testOversized(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}))
+	ctx := context.Background()
+	var bigID string
+	insert := func(agg string, payload string) string {
+		var id string
+		if err := e.pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', $1, 'T', $2) RETURNING id::text`, agg, payload).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	big := `{"seq": 2, "blob": "` + strings.Repeat("x", 8000) + `"}`
+
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	insert("a", `{"seq": 1}`)
+	bigID = insert("a", big)
+	err := r.wait(t, time.Minute)
+	var ee *connector.EventError
+	if !errors.As(err, &ee) || ee.EventID != bigID || !strings.Contains(err.Error(), "message.max.bytes") {
+		t.Fatalf("relay stopped with %v; want an error naming event %s and the broker's limit", err, bigID)
+	}
+
+	r = e.start(t, connector.RunnerConfig{DeadLetterTopic: "outbox.deadletter"}, sink.Config{})
+	insert("a", `{"seq": 3}`)
+	c := newCollector(t, e.brokers, "outbox.event.order", "outbox.deadletter")
+	rows := readRows(ctx, t, e.pool, e.table)
+	c.waitFor(t, rows, time.Minute)
+	r.stop(t)
+	for _, rec := range c.recs {
+		id := header(rec, "id")
+		switch {
+		case id == bigID && rec.Topic != "outbox.deadletter":
+			t.Errorf("oversized event went to %s", rec.Topic)
+		case id == bigID:
+			if !strings.Contains(header(rec, connector.HeaderError), "too large") && !strings.Contains(header(rec, connector.HeaderError), "limit") {
+				t.Errorf("dead letter error header %q does not say why", header(rec, connector.HeaderError))
+			}
+			if header(rec, connector.HeaderOriginalTopic) != "outbox.event.order" || string(rec.Key) != "a" {
+				t.Errorf("dead letter lacks the original topic or key: %q %q", header(rec, connector.HeaderOriginalTopic), rec.Key)
+			}
+		case rec.Topic != "outbox.event.order":
+			t.Errorf("event %s went to %s", id, rec.Topic)
+		}
+	}
+}
