@@ -19,14 +19,14 @@ import (
 
 // Config is the whole configuration file.
 type Config struct {
-	Postgres Postgres  `yaml:"postgres"`
-	Outbox   Outbox    `yaml:"outbox"`
-	Source   string    `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll." default:"cdc"`
-	CDC      CDC       `yaml:"cdc"`
-	Kafka    Kafka     `yaml:"kafka"`
-	Routing  Routing   `yaml:"routing"`
-	Log      Log       `yaml:"log"`
-	Shutdown Shutdown  `yaml:"shutdown"`
+	Postgres Postgres `yaml:"postgres"`
+	Outbox   Outbox   `yaml:"outbox"`
+	Source   string   `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll." default:"cdc"`
+	CDC      CDC      `yaml:"cdc"`
+	Kafka    Kafka    `yaml:"kafka"`
+	Routing  Routing  `yaml:"routing"`
+	Log      Log      `yaml:"log"`
+	Shutdown Shutdown `yaml:"shutdown"`
 }
 
 // Postgres is the database connection.

@@ -177,4 +177,3 @@ func printRecords(ctx context.Context, out io.Writer, brokers []string, n int) e
 	}
 	return nil
 }
-
