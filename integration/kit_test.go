@@ -158,6 +158,16 @@ func newCollector(t testing.TB, brokers []string, topics ...string) *collector {
 	return &collector{cl: cl, ids: map[string]int{}}
 }
 
+// poll reads what is there now.
+func (c *collector) poll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	c.cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+		c.recs = append(c.recs, r)
+		c.ids[header(r, "id")]++
+	})
+}
+
 // waitFor reads until every id in want has been seen, or fails the test
 // after timeout naming how many are missing.
 func (c *collector) waitFor(t testing.TB, want map[string]row, timeout time.Duration) {

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -107,7 +106,7 @@ func testGracefulRestart(t *testing.T, kind sourceKind) {
 	// Stop once some, not all, events are through.
 	deadline := time.Now().Add(time.Minute)
 	for len(c.recs) < 500 && time.Now().Before(deadline) {
-		c.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { c.recs = append(c.recs, rec); c.ids[header(rec, "id")]++ })
+		c.poll(ctx)
 	}
 	r.stop(t)
 	r2 := e.start(t, connector.RunnerConfig{}, sink.Config{})

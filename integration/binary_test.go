@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// binary builds cmd/outboxrelay once per test binary and returns its path.
+func binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "outboxrelay-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "outboxrelay")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/outboxrelay").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// proc is the outboxrelay binary running as a child process.
+type proc struct {
+	cmd *exec.Cmd
+	out *syncBuffer
+}
+
+// runBinary starts `outboxrelay run --config FILE` with config as the
+// file's content.
+func runBinary(t testing.TB, config string, env ...string) *proc {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outboxrelay.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{out: &syncBuffer{}}
+	p.cmd = exec.Command(binary(t), "run", "--config", path)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("outboxrelay output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+// signal sends sig and waits for the process to exit, returning its exit
+// code.
+func (p *proc) signal(t testing.TB, sig syscall.Signal, timeout time.Duration) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		t.Fatalf("outboxrelay did not exit within %s of %v", timeout, sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// yamlConfig is a minimal config for the binary.
+func yamlConfig(url string, brokers []string, extra string) string {
+	return fmt.Sprintf("postgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: text\n%s",
+		url, strings.Join(brokers, ", "), extra)
+}

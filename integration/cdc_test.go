@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// TestCDCUnrelatedWritesAdvanceSlot: with the outbox idle and other tables
+// busy, the slot's confirmed_flush_lsn keeps up with the server, so the
+// slot does not hold back WAL.
+func TestCDCUnrelatedWritesAdvanceSlot(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE other (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	start := slotConfirmed(ctx, t, e.pool, e.name)
+	for i := range 50 {
+		if _, err := e.pool.Exec(ctx, `INSERT INTO other SELECT g FROM generate_series(1, 200) g`); err != nil {
+			t.Fatal(err)
+		}
+		_ = i
+	}
+	var target pglogrepl.LSN
+	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(lsnScanner{&target}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := slotConfirmed(ctx, t, e.pool, e.name)
+		if got >= target {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot confirmed_flush_lsn stayed at %s (started at %s); the server is at %s", got, start, target)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop(t)
+}
+
+// TestCDCNonInsertChangesDoNotStall uses a publication that publishes every
+// operation, as a user's own might. Updates, deletes (including Debezium's
+// insert-then-delete in one transaction) and a truncate are skipped and
+// counted; every insert is relayed.
+func TestCDCNonInsertChangesDoNotStall(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{e.name}.Sanitize()+` FOR TABLE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	src := openCDC(t, cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name})
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, e.pool, e.name)
+
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ins := `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'a', 'T', '{"seq": %d}')`
+	exec(strings.ReplaceAll(ins, "%d", "1"))
+	exec(`UPDATE outbox SET type = 'Changed'`)
+	// Debezium's recommended pattern: insert and delete in one transaction.
+	exec(`BEGIN; ` + strings.ReplaceAll(ins, "%d", "2") + `; DELETE FROM outbox WHERE payload->>'seq' = '2'; COMMIT`)
+	exec(`DELETE FROM outbox`)
+	exec(`TRUNCATE outbox`)
+	exec(strings.ReplaceAll(ins, "%d", "3"))
+
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(c.recs) < 3 && time.Now().Before(deadline) {
+		c.poll(ctx)
+	}
+	r.stop(t)
+	c.settle(200 * time.Millisecond)
+	var seqs []string
+	for _, rec := range c.recs {
+		seqs = append(seqs, string(rec.Value))
+	}
+	if want := []string{`{"seq": 1}`, `{"seq": 2}`, `{"seq": 3}`}; strings.Join(seqs, " ") != strings.Join(want, " ") {
+		t.Fatalf("records %q, want %q", seqs, want)
+	}
+	// One UPDATE, the DELETE in the transaction, the DELETE of the rest
+	// (one row left by then), the TRUNCATE.
+	if n := src.SkippedChanges(); n != 4 {
+		t.Errorf("skipped %d changes, want 4", n)
+	}
+}
+
+// TestCDCSetupErrorsAreClear: problems a restart cannot fix stop the relay
+// at once with an error that says what to do.
+func TestCDCSetupErrorsAreClear(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	_, brokers := testenv.Kafka(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+
+	for _, tc := range []struct {
+		name  string
+		setup string
+		cfg   cdc.Config
+		want  string
+	}{
+		{name: "no table", cfg: cdc.Config{Table: "public.missing"}, want: "does not exist"},
+		{name: "missing column", setup: `CREATE TABLE narrow (id uuid, aggregatetype text)`, cfg: cdc.Config{Table: "public.narrow"}, want: `no column "aggregateid"`},
+		{name: "publication without the table", setup: `CREATE TABLE t3 (id uuid, aggregatetype text, aggregateid text); CREATE TABLE elsewhere (n int); CREATE PUBLICATION ` + name + `_p FOR TABLE elsewhere`,
+			cfg: cdc.Config{Table: "public.t3", Publication: name + "_p"}, want: "does not include table"},
+		{name: "publication missing, creation off", setup: `CREATE TABLE t4 (id uuid, aggregatetype text, aggregateid text)`,
+			cfg: cdc.Config{Table: "public.t4", Publication: name + "_q", CreatePublication: new(bool)}, want: "CREATE PUBLICATION"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != "" {
+				if _, err := pool.Exec(ctx, tc.setup); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.cfg.URL = url
+			if tc.cfg.Slot == "" {
+				tc.cfg.Slot = uniqueName(t)
+			}
+			r := startRelay(t, openCDC(t, tc.cfg), brokers, connector.RunnerConfig{}, sink.Config{})
+			err := r.wait(t, 30*time.Second)
+			if !connector.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("relay stopped with %v; want a permanent error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCDCInvalidRowStopsWithItsID: a row with a NULL aggregate id cannot
+// be routed; without a dead letter topic the relay stops naming it.
+func TestCDCInvalidRowStopsWithItsID(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE outbox ALTER COLUMN aggregateid DROP NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	var id string
+	if err := e.pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', NULL, 'T', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	err := r.wait(t, 30*time.Second)
+	var ee *connector.EventError
+	if !errors.As(err, &ee) || ee.EventID != id || !strings.Contains(err.Error(), `"aggregateid" is missing or NULL`) {
+		t.Fatalf("relay stopped with %v; want an error naming event %s and its NULL aggregateid", err, id)
+	}
+}
+
+func slotConfirmed(ctx context.Context, t testing.TB, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, slot string) pglogrepl.LSN {
+	t.Helper()
+	var lsn pglogrepl.LSN
+	if err := pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(lsnScanner{&lsn}); err != nil {
+		t.Fatalf("read slot %s: %v", slot, err)
+	}
+	return lsn
+}
+
+type lsnScanner struct{ lsn *pglogrepl.LSN }
+
+func (s lsnScanner) ScanText(v pgtype.Text) error {
+	l, err := pglogrepl.ParseLSN(v.String)
+	*s.lsn = l
+	return err
+}
