@@ -1,0 +1,131 @@
+package connector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/quick"
+	"time"
+)
+
+func TestRouteDebeziumDefaults(t *testing.T) {
+	commit := time.Date(2026, 11, 22, 10, 0, 0, 123000000, time.UTC)
+	e := Event{ID: "2f0a1c8e-0c1d-4a9b-9c55-3f4c1b0e7a11", AggregateType: "order", AggregateID: "1001", Type: "OrderCreated", Payload: []byte(`{"a": 1}`), CommitTime: commit}
+	for _, tc := range []struct {
+		name    string
+		r       Routing
+		topic   string
+		headers []Header
+	}{
+		{name: "defaults", r: Routing{}.WithDefaults(), topic: "outbox.event.order", headers: []Header{{"id", []byte(e.ID)}}},
+		{name: "prefix", r: Routing{TopicPrefix: "events."}.WithDefaults(), topic: "events.order", headers: []Header{{"id", []byte(e.ID)}}},
+		{name: "one topic", r: Routing{Topic: "all-events"}.WithDefaults(), topic: "all-events", headers: []Header{{"id", []byte(e.ID)}}},
+		{name: "type header", r: Routing{TypeHeader: "eventType"}.WithDefaults(), topic: "outbox.event.order", headers: []Header{{"id", []byte(e.ID)}, {"eventType", []byte("OrderCreated")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.r.Route(&e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Topic != tc.topic || string(m.Key) != "1001" || string(m.Value) != `{"a": 1}` || !m.Timestamp.Equal(commit) || m.EventID != e.ID {
+				t.Fatalf("got %+v", m)
+			}
+			if len(m.Headers) != len(tc.headers) {
+				t.Fatalf("headers %v, want %v", m.Headers, tc.headers)
+			}
+			for i, h := range tc.headers {
+				if m.Headers[i].Key != h.Key || string(m.Headers[i].Value) != string(h.Value) {
+					t.Fatalf("headers %v, want %v", m.Headers, tc.headers)
+				}
+			}
+		})
+	}
+}
+
+func TestRouteRejectsIllegalTopics(t *testing.T) {
+	r := Routing{}.WithDefaults()
+	for _, aggType := range []string{"order lines", "ünicode", "a/b", strings.Repeat("x", 240)} {
+		e := Event{ID: "id-1", AggregateType: aggType, AggregateID: "k"}
+		_, err := r.Route(&e)
+		var ee *EventError
+		if !errors.As(err, &ee) || ee.EventID != "id-1" {
+			t.Errorf("aggregate type %q: err %v, want an EventError naming id-1", aggType, err)
+		}
+	}
+}
+
+// Any aggregate type of legal characters routes to prefix+type, keyed by the
+// aggregate id, with the payload untouched.
+func TestRouteProperty(t *testing.T) {
+	r := Routing{}.WithDefaults()
+	legal := func(s string) string {
+		return strings.Map(func(c rune) rune {
+			if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+				return c
+			}
+			return -1
+		}, s)
+	}
+	f := func(aggType, aggID string, payload []byte) bool {
+		aggType = legal(aggType)
+		if aggType == "" || len(aggType) > 200 {
+			return true
+		}
+		e := Event{ID: "x", AggregateType: aggType, AggregateID: aggID, Payload: payload}
+		m, err := r.Route(&e)
+		return err == nil && m.Topic == "outbox.event."+aggType && string(m.Key) == aggID && string(m.Value) == string(payload)
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 2000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewEvent(t *testing.T) {
+	m := ColumnMap{}.WithDefaults()
+	commit := time.Unix(1700000000, 0)
+	col := func(name, v string) Column { return Column{Name: name, Value: []byte(v)} }
+	null := func(name string) Column { return Column{Name: name, Null: true} }
+	for _, tc := range []struct {
+		name    string
+		cols    []Column
+		invalid string
+	}{
+		{name: "complete", cols: []Column{col("id", "1"), col("aggregatetype", "order"), col("aggregateid", "a"), col("type", "T"), col("payload", "{}"), col("tenant", "t1")}},
+		{name: "null payload", cols: []Column{col("id", "1"), col("aggregatetype", "order"), col("aggregateid", "a"), null("payload")}},
+		{name: "null id", cols: []Column{null("id"), col("aggregatetype", "order"), col("aggregateid", "a")}, invalid: `"id" is missing or NULL`},
+		{name: "null aggregateid", cols: []Column{col("id", "7"), col("aggregatetype", "order"), null("aggregateid")}, invalid: `outbox event 7 (here): column "aggregateid" is missing or NULL`},
+		{name: "no aggregatetype", cols: []Column{col("id", "7"), col("aggregateid", "a")}, invalid: `"aggregatetype" is missing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := m.NewEvent(tc.cols, commit, "here")
+			if tc.invalid == "" {
+				if e.Invalid != nil {
+					t.Fatalf("invalid: %v", e.Invalid)
+				}
+				if e.ID != "1" || e.AggregateType != "order" || e.AggregateID != "a" || !e.CommitTime.Equal(commit) {
+					t.Fatalf("got %+v", e)
+				}
+				return
+			}
+			if e.Invalid == nil || !strings.Contains(e.Invalid.Error(), tc.invalid) {
+				t.Fatalf("invalid = %v, want it to say %q", e.Invalid, tc.invalid)
+			}
+		})
+	}
+	e := m.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), col("aggregateid", "a"), null("payload"), col("tenant", "t1")}, commit, "")
+	if e.Payload != nil || len(e.Extra) != 1 || e.Extra[0].Name != "tenant" {
+		t.Fatalf("payload %q extra %v", e.Payload, e.Extra)
+	}
+	if v, null, ok := e.Field(m, "tenant"); !ok || null || string(v) != "t1" {
+		t.Fatalf("Field(tenant) = %q %v %v", v, null, ok)
+	}
+}
+
+func TestColumnMapValidate(t *testing.T) {
+	if err := (ColumnMap{ID: "x", AggregateID: "x"}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `"x" is mapped as both`) {
+		t.Fatalf("err %v", err)
+	}
+	if err := (ColumnMap{}).WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const issueExample = `
+postgres:
+  url: postgres://relay:secret@db:5432/app?sslmode=require
+outbox:
+  table: public.outbox
+source: cdc
+cdc:
+  slot: outboxrelay
+  publication: outboxrelay
+kafka:
+  brokers: [kafka:9092]
+`
+
+func TestLoadIssueExample(t *testing.T) {
+	c, err := Load(writeFile(t, issueExample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Postgres.URL != "postgres://relay:secret@db:5432/app?sslmode=require" || c.Outbox.Table != "public.outbox" ||
+		c.Source != "cdc" || c.CDC.Slot != "outboxrelay" || strings.Join(c.Kafka.Brokers, ",") != "kafka:9092" {
+		t.Fatalf("loaded %+v", c)
+	}
+}
+
+func TestEnvironmentOverridesFile(t *testing.T) {
+	c, err := Load(writeFile(t, issueExample), []string{
+		"OUTBOXRELAY_POSTGRES_URL=postgres://other@h/db",
+		"OUTBOXRELAY_KAFKA_BROKERS=a:9092, b:9092",
+		"OUTBOXRELAY_CDC_STATUS_INTERVAL=2s",
+		"OUTBOXRELAY_CDC_CREATE_PUBLICATION=false",
+		"OUTBOXRELAY_KAFKA_MAX_BUFFERED_RECORDS=5",
+		"OUTBOXRELAY_OUTBOX_COLUMNS_PAYLOAD=body",
+		"UNRELATED=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Postgres.URL != "postgres://other@h/db" || strings.Join(c.Kafka.Brokers, "|") != "a:9092|b:9092" ||
+		c.CDC.StatusInterval != 2*time.Second || c.CDC.CreatePublication == nil || *c.CDC.CreatePublication ||
+		c.Kafka.MaxBufferedRecords != 5 || c.Outbox.Columns.Payload != "body" {
+		t.Fatalf("loaded %+v", c)
+	}
+}
+
+func TestEveryProblemAtOnce(t *testing.T) {
+	_, err := Load(writeFile(t, `
+source: cdc
+cdc:
+  slot: "Bad-Slot"
+kafka:
+  compression: brotli
+log:
+  level: loud
+`), []string{"OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES=lots"})
+	if err == nil || !strings.Contains(err.Error(), "OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES") {
+		t.Fatalf("err %v; want the bad environment variable named", err)
+	}
+	_, err = Load(writeFile(t, `
+source: cdc
+cdc:
+  slot: "Bad-Slot"
+kafka:
+  compression: brotli
+log:
+  level: loud
+`), nil)
+	for _, want := range []string{"postgres.url is required", `"Bad-Slot" is not a valid slot name`, "at least one broker", `"brotli"`, `log.level: "loud"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v; want it to say %q", err, want)
+		}
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := Load(writeFile(t, issueExample+"kafka_brokers: [x:1]\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "kafka_brokers") {
+		t.Fatalf("err %v; want the unknown key named", err)
+	}
+}
+
+func TestPasswordNeverInErrors(t *testing.T) {
+	_, err := Load(writeFile(t, "postgres:\n  url: \"postgres://u:hunter2@h:bad/db\"\nkafka:\n  brokers: [k:9092]\n"), nil)
+	if err == nil {
+		t.Fatal("a bad port was accepted")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error shows the password: %v", err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:hunter2@h:5432/db?sslmode=require": "postgres://u:xxxxx@h:5432/db?sslmode=require",
+		"postgres://u@h/db?password=hunter2":             "postgres://u@h/db?password=xxxxx",
+		"host=h user=u password=hunter2":                 "(connection string with a password, not shown)",
+		"postgres://u@h/db":                              "postgres://u@h/db",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(issueExample))
+	f.Add([]byte("kafka:\n  brokers: [a:1, b:2]\ncdc:\n  status_interval: 1s\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c Config
+		if Parse(data, &c) != nil {
+			return
+		}
+		c.setDefaults()
+		_ = c.Validate() // must not panic
+	})
+}
