@@ -187,6 +187,8 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		case *pgproto3.ErrorResponse:
 			return classify(fmt.Sprintf("replication from slot %q", st.src.cfg.Slot), pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone, *pgproto3.CommandComplete:
+			return fmt.Errorf("replication from slot %q: the server ended the stream (shutting down?)", st.src.cfg.Slot)
 		default:
 			return fmt.Errorf("replication from slot %q: unexpected message %T", st.src.cfg.Slot, msg)
 		}

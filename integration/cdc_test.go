@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -180,4 +181,61 @@ func (s lsnScanner) ScanText(v pgtype.Text) error {
 	l, err := pglogrepl.ParseLSN(v.String)
 	*s.lsn = l
 	return err
+}
+
+// TestCDCReconnectsAfterPostgresRestart: the database goes away under the
+// relay (fast shutdown, then a crash) and comes back; the relay reconnects
+// with backoff and nothing is lost.
+func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
+	srv := testenv.PostgresServer(t)
+	ctx := context.Background()
+	url, err := srv.CreateDatabase(ctx, "reconnect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test server trades durability for speed; a crash must not take
+	// back commits here, or "lost" would mean the database lost them.
+	admin := connectPool(t, url)
+	if _, err := admin.Exec(ctx, `ALTER DATABASE reconnect SET synchronous_commit = on`); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	name := uniqueName(t)
+	r := startRelay(t, openCDC(t, cdc.Config{URL: url, Table: "public.outbox", Slot: name, Publication: name}), brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, pool, name)
+
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 500}
+	w.write(ctx, t, pool)
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	waitSlotActive(ctx, t, pool, name)
+	// Numbering goes on from where the first round left off.
+	w2 := w
+	w2.seqBase = 500 / 10
+	w2.write(ctx, t, pool)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	w3 := w
+	w3.seqBase = 1000 / 10
+	w3.write(ctx, t, pool)
+
+	rows := readRows(ctx, t, pool, "outbox")
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.waitFor(t, rows, 2*time.Minute)
+	r.stop(t)
+	c.settle(200 * time.Millisecond)
+	c.check(t, rows, partitions)
 }

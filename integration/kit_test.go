@@ -52,6 +52,9 @@ type workload struct {
 	aggregates int
 	events     int // in total
 	txnSize    int // events per transaction; default 1
+	// seqBase is where each aggregate's numbering starts, for a workload
+	// that continues an earlier one; the events must then be spread evenly.
+	seqBase int
 }
 
 func aggID(i int) string { return "agg-" + strconv.Itoa(i) }
@@ -76,6 +79,9 @@ func (w workload) write(ctx context.Context, t testing.TB, pool *pgxpool.Pool) {
 				aggs = append(aggs, a)
 			}
 			seq := make(map[int]int)
+			for _, a := range aggs {
+				seq[a] = w.seqBase
+			}
 			n := w.events / w.writers
 			if wr < w.events%w.writers {
 				n++
