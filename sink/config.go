@@ -26,6 +26,13 @@ type Config struct {
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.
 	MaxRecordBytes int `yaml:"max_record_bytes"`
+	// TLS and SASL secure the connections to the brokers (security.go).
+	// Default: plaintext, no authentication.
+	TLS  TLS
+	SASL SASL
+	// AllowPlaintextSASL lets SASL PLAIN send its password without TLS.
+	// Default false: that combination is refused.
+	AllowPlaintextSASL bool
 }
 
 func (c *Config) SetDefaults() {
@@ -69,6 +76,7 @@ func (c *Config) Validate() error {
 	if c.MaxRecordBytes > 0 && c.MaxBufferedBytes > 0 && c.MaxRecordBytes > c.MaxBufferedBytes {
 		errs = append(errs, fmt.Errorf("kafka.max_record_bytes (%d) is larger than kafka.max_buffered_bytes (%d); such a record could never be buffered", c.MaxRecordBytes, c.MaxBufferedBytes))
 	}
+	errs = append(errs, c.validateSecurity()...)
 	return errors.Join(errs...)
 }
 

@@ -65,9 +65,12 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		opt(&o)
 	}
 	codec, _ := compression(cfg.Compression)
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(cfg.ClientID),
+	// Brokers, client id, TLS and SASL: the same as `outboxrelay check`.
+	kopts, err := ClientOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kopts = append(kopts,
 		kgo.WithLogger(kslog.New(o.log.With("component", "kafka"))),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// The Java client's default for keyed records: murmur2 of the key.
@@ -81,7 +84,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		// restarts the relay from its checkpoint, in order.
 		kgo.StopProducerOnDataLossDetected(),
 		kgo.AllowAutoTopicCreation(),
-	}
+	)
 	if cfg.MaxRecordBytes > 0 {
 		kopts = append(kopts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)))
 	}
@@ -151,7 +154,7 @@ func (s *Sink) recordLimit(ctx context.Context) (int, error) {
 	}
 	limit, err := BrokerRecordLimit(ctx, s.cl)
 	if err != nil {
-		return 0, err
+		return 0, ExplainConnError(s.cfg, err)
 	}
 	s.limit = limit
 	s.log.Info("read the broker's record size limit", "message_max_bytes", limit)

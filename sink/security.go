@@ -1,0 +1,238 @@
+package sink
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// TLS is the client side of TLS to the brokers.
+type TLS struct {
+	// Enabled turns TLS on. Default false: plaintext.
+	Enabled bool
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// brokers' certificates. Default: the system's roots.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// brokers that authenticate clients by certificate (mTLS). Both or
+	// neither. Default none.
+	CertFile, KeyFile string
+	// ServerName is the name the brokers' certificates must carry. Default:
+	// the host of the broker being dialed.
+	ServerName string
+	// InsecureSkipVerify accepts any certificate: encryption without
+	// authentication of the broker. For tests only. Default false.
+	InsecureSkipVerify bool
+}
+
+// SASL is how the client authenticates to the brokers.
+type SASL struct {
+	// Mechanism is plain, scram-sha-256 or scram-sha-512, in any case.
+	// Default none: no SASL.
+	Mechanism string
+	// Username and Password are the credentials; both are required with a
+	// mechanism.
+	Username, Password string
+}
+
+// SASL mechanisms, as configured (lower case) and as Kafka names them.
+const (
+	mechPlain     = "plain"
+	mechScram256  = "scram-sha-256"
+	mechScram512  = "scram-sha-512"
+	redactedValue = "xxxxx"
+)
+
+// validateSecurity reports the problems with c's TLS and SASL settings,
+// reading the certificate files so that a wrong path or a bad PEM file is
+// reported with the rest of the configuration, not at the first connect.
+func (c *Config) validateSecurity() []error {
+	var errs []error
+	if _, err := c.TLS.config(); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ServerName != "" || c.TLS.InsecureSkipVerify) {
+		errs = append(errs, errors.New("kafka.tls: certificate settings are given but kafka.tls.enabled is false; set kafka.tls.enabled: true to use them"))
+	}
+	switch m := strings.ToLower(c.SASL.Mechanism); m {
+	case "":
+		if c.SASL.Username != "" || c.SASL.Password != "" {
+			errs = append(errs, errors.New("kafka.sasl: a username or password is given but no kafka.sasl.mechanism; set it to plain, scram-sha-256 or scram-sha-512"))
+		}
+	case mechPlain, mechScram256, mechScram512:
+		if c.SASL.Username == "" {
+			errs = append(errs, fmt.Errorf("kafka.sasl.username is required with mechanism %s", m))
+		}
+		if c.SASL.Password == "" {
+			errs = append(errs, fmt.Errorf("kafka.sasl.password (or kafka.sasl.password_file) is required with mechanism %s", m))
+		}
+		if m == mechPlain && !c.TLS.Enabled && !c.AllowPlaintextSASL {
+			errs = append(errs, errors.New("kafka.sasl.mechanism: plain sends the password as it is, and without TLS anyone on the network can read it; "+
+				"enable kafka.tls, use scram-sha-256 or scram-sha-512, or (on a network you trust) set kafka.allow_plaintext_sasl: true"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kafka.sasl.mechanism: %q is not plain, scram-sha-256 or scram-sha-512", c.SASL.Mechanism))
+	}
+	return errs
+}
+
+// config builds the client's tls.Config, or nil when TLS is off.
+func (t TLS) config() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as for tests only
+	}
+	var errs []error
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kafka.tls.ca_file: %w", err))
+		} else {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				errs = append(errs, fmt.Errorf("kafka.tls.ca_file: %s holds no PEM certificate", t.CAFile))
+			}
+			tc.RootCAs = pool
+		}
+	}
+	switch {
+	case t.CertFile != "" && t.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kafka.tls.cert_file and key_file: %w", err))
+		} else {
+			tc.Certificates = []tls.Certificate{cert}
+		}
+	case t.CertFile != "" || t.KeyFile != "":
+		errs = append(errs, errors.New("kafka.tls: cert_file and key_file go together; set both for a client certificate, or neither"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// mechanism builds the SASL mechanism, or nil without one.
+func (s SASL) mechanism() sasl.Mechanism {
+	switch strings.ToLower(s.Mechanism) {
+	case mechPlain:
+		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()
+	case mechScram256:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()
+	case mechScram512:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// String describes s without its password.
+func (s SASL) String() string {
+	if s.Mechanism == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%s as %q", strings.ToUpper(s.Mechanism), s.Username)
+}
+
+// ClientOptions are the franz-go options for reaching c's brokers: seed
+// brokers, client id, TLS and SASL. The sink adds its producer options to
+// them; `outboxrelay check` uses them alone, so both connect the same way.
+// c must be valid.
+func ClientOptions(c Config) ([]kgo.Opt, error) {
+	c.SetDefaults()
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID)}
+	tc, err := c.TLS.config()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		// kgo fills in ServerName per broker when it is empty.
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if m := c.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// ExplainConnError says in words what a failure to talk to the brokers
+// means when TLS or SASL caused it, and marks those causes permanent: a
+// wrong password or an untrusted certificate stays wrong until someone
+// changes the configuration. Other errors are returned unchanged.
+func ExplainConnError(c Config, err error) error {
+	if err == nil {
+		return nil
+	}
+	if hint := connHint(c, err); hint != "" {
+		return connector.Permanent(fmt.Errorf("%w (%s)", err, hint))
+	}
+	return err
+}
+
+func connHint(c Config, err error) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		header    tls.RecordHeaderError
+		op        *net.OpError
+	)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Sprintf("the broker rejected the SASL credentials (%s): check kafka.sasl.username and the password", c.SASL)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Sprintf("the broker does not offer SASL mechanism %s: set kafka.sasl.mechanism to one it enables (sasl.enabled.mechanisms)", strings.ToUpper(c.SASL.Mechanism))
+	case errors.Is(err, kerr.IllegalSaslState):
+		return "the broker refused the SASL exchange: check kafka.sasl.mechanism against the listener's configuration"
+	case errors.As(err, &unknownCA):
+		return "the broker's certificate is not signed by a trusted authority: set kafka.tls.ca_file to the CA that signed it"
+	case errors.As(err, &hostname):
+		return fmt.Sprintf("the broker's certificate is not valid for %q: connect by a name it carries, or set kafka.tls.server_name", hostname.Host)
+	case errors.As(err, &invalid):
+		return "the broker's certificate is invalid (expired, or not for serving TLS): renew it"
+	case errors.As(err, &verify):
+		return "the broker's certificate could not be verified: check kafka.tls.ca_file and kafka.tls.server_name"
+	case errors.As(err, &header):
+		return "the broker did not answer with TLS: its listener is plaintext, so turn kafka.tls.enabled off or use the broker's TLS port"
+	case errors.As(err, &op) && op.Op == "remote error":
+		// A TLS alert from the broker.
+		return "the broker ended the TLS handshake: it may require a client certificate (kafka.tls.cert_file, kafka.tls.key_file) or reject the one given"
+	case isEOF(err) && (c.TLS.Enabled || c.SASL.Mechanism != ""):
+		// Brokers (Kafka and kfake alike) drop the connection on a failed
+		// SASL authentication instead of answering with an error code, and
+		// Kafka drops a TLS ClientHello on a plaintext listener as an
+		// oversized request.
+		var causes []string
+		if c.SASL.Mechanism != "" {
+			causes = append(causes, fmt.Sprintf("it rejected the SASL credentials (%s): check kafka.sasl.username, the password and the mechanism", c.SASL))
+		}
+		if c.TLS.Enabled {
+			causes = append(causes, "its listener is plaintext: turn kafka.tls.enabled off or use the broker's TLS port")
+		}
+		return "the broker closed the connection; " + strings.Join(causes, ", or ")
+	}
+	return ""
+}
+
+// isEOF reports a connection the broker closed.
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
