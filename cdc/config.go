@@ -38,6 +38,10 @@ type Config struct {
 	// runner: a larger transaction goes in several. Defaults 1000 and 1 MiB.
 	MaxBatchEvents int `yaml:"max_batch_events"`
 	MaxBatchBytes  int `yaml:"max_batch_bytes"`
+	// HeartbeatInterval, when positive, is how often the source writes a
+	// logical decoding message on an ordinary connection (heartbeat.go), so
+	// that the slot advances while the outbox table is idle. Default 0: off.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 }
 
 func (c *Config) SetDefaults() {
@@ -91,6 +95,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
+	}
+	if c.HeartbeatInterval < 0 {
+		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))
 	}
 	if c.MaxBatchEvents < 0 || c.MaxBatchBytes < 0 {
 		errs = append(errs, fmt.Errorf("cdc.max_batch_events (%d) and cdc.max_batch_bytes (%d) must not be negative", c.MaxBatchEvents, c.MaxBatchBytes))

@@ -32,6 +32,9 @@ type Config struct {
 // Postgres is the database connection.
 type Postgres struct {
 	URL string `yaml:"url" doc:"PostgreSQL connection URL or key=value string; the role needs REPLICATION for cdc." default:"(required)"`
+	// URLFile and PasswordFile read secrets from files (security.go).
+	URLFile      string `yaml:"url_file" doc:"Read postgres.url from this file instead (a mounted secret); a trailing newline is dropped." default:"(none)"`
+	PasswordFile string `yaml:"password_file" doc:"Read the password from this file and add it to postgres.url, which must then have none." default:"(none)"`
 }
 
 // Outbox is the outbox table.
@@ -48,6 +51,7 @@ type CDC struct {
 	StatusInterval    time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
 	MaxBatchEvents    int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
 	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
 }
 
 // Kafka is the producer.
@@ -59,6 +63,10 @@ type Kafka struct {
 	MaxBufferedBytes   int      `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
 	MaxRecordBytes     int      `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
 	DeadLetterTopic    string   `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
+	// TLS, SASL and AllowPlaintextSASL secure the connection (security.go).
+	TLS                KafkaTLS  `yaml:"tls"`
+	SASL               KafkaSASL `yaml:"sasl"`
+	AllowPlaintextSASL bool      `yaml:"allow_plaintext_sasl" doc:"Allow SASL PLAIN without TLS, which sends the password in the clear; only on a network you trust." default:"false"`
 }
 
 // Routing is how an event becomes a record.
@@ -96,6 +104,9 @@ func Load(path string, environ []string) (*Config, error) {
 		}
 	}
 	if err := applyEnv(&c, environ); err != nil {
+		return nil, err
+	}
+	if err := c.readSecretFiles(); err != nil {
 		return nil, err
 	}
 	c.setDefaults()
@@ -154,6 +165,7 @@ func (c *Config) Validate() error {
 	if err := rc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateNames()...)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -179,6 +191,7 @@ func (c *Config) CDCConfig() cdc.Config {
 		StatusInterval:    c.CDC.StatusInterval,
 		MaxBatchEvents:    c.CDC.MaxBatchEvents,
 		MaxBatchBytes:     c.CDC.MaxBatchBytes,
+		HeartbeatInterval: c.CDC.HeartbeatInterval,
 	}
 }
 
@@ -191,6 +204,9 @@ func (c *Config) SinkConfig() sink.Config {
 		MaxBufferedRecords: c.Kafka.MaxBufferedRecords,
 		MaxBufferedBytes:   c.Kafka.MaxBufferedBytes,
 		MaxRecordBytes:     c.Kafka.MaxRecordBytes,
+		TLS:                c.Kafka.TLS.sink(),
+		SASL:               c.Kafka.SASL.sink(),
+		AllowPlaintextSASL: c.Kafka.AllowPlaintextSASL,
 	}
 }
 
@@ -209,6 +225,10 @@ func (c *Config) RunnerConfig() connector.RunnerConfig {
 
 // RedactURL hides the password of a PostgreSQL URL for logs and errors.
 func RedactURL(s string) string {
+	if isURL(s) {
+		// Also when net/url cannot parse it (security.go).
+		return redactURL(s)
+	}
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {
 		if strings.Contains(s, "password") {

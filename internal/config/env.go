@@ -73,6 +73,12 @@ func setString(v reflect.Value, s string) error {
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		v.SetBool(b)
 	case reflect.Int:
 		n, err := strconv.Atoi(s)
 		if err != nil {

@@ -1,0 +1,286 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// redacted stands in for a secret wherever one would be shown.
+const redacted = "xxxxx"
+
+// Secret is a password or another credential. It prints, logs, and
+// marshals to YAML and JSON as xxxxx, so a config struct that ends up in a
+// log line or a dump shows no secret; Reveal gives the value to the code
+// that needs it.
+type Secret string
+
+// Reveal returns the secret itself.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString keeps %#v from showing the value.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// LogValue keeps slog from showing the value.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalYAML keeps a config dump from showing the value.
+func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
+
+// MarshalJSON keeps JSON output from showing the value.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// KafkaTLS is TLS to the brokers.
+type KafkaTLS struct {
+	Enabled            bool   `yaml:"enabled" doc:"Connect to the brokers with TLS." default:"false"`
+	CAFile             string `yaml:"ca_file" doc:"PEM file of the certificate authorities that sign the brokers' certificates." default:"the system's roots"`
+	CertFile           string `yaml:"cert_file" doc:"PEM client certificate, for brokers that authenticate clients by certificate (mutual TLS); needs key_file." default:"(none)"`
+	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file." default:"(none)"`
+	ServerName         string `yaml:"server_name" doc:"Name the brokers' certificates must carry." default:"the broker's host"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate: encrypted but not authenticated; for tests only." default:"false"`
+}
+
+// KafkaSASL is SASL authentication to the brokers.
+type KafkaSASL struct {
+	Mechanism    string `yaml:"mechanism" doc:"plain, scram-sha-256 or scram-sha-512; plain needs kafka.tls (or kafka.allow_plaintext_sasl)." default:"(none)"`
+	Username     string `yaml:"username" doc:"SASL user name." default:"(none)"`
+	Password     Secret `yaml:"password" doc:"SASL password; prefer password_file or the environment to writing it here." default:"(none)"`
+	PasswordFile string `yaml:"password_file" doc:"Read the SASL password from this file (a mounted secret); a trailing newline is dropped." default:"(none)"`
+}
+
+func (t KafkaTLS) sink() sink.TLS {
+	return sink.TLS{
+		Enabled:            t.Enabled,
+		CAFile:             t.CAFile,
+		CertFile:           t.CertFile,
+		KeyFile:            t.KeyFile,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify,
+	}
+}
+
+func (s KafkaSASL) sink() sink.SASL {
+	return sink.SASL{Mechanism: s.Mechanism, Username: s.Username, Password: s.Password.Reveal()}
+}
+
+// readSecretFiles fills in the secrets that *_file keys point to.
+func (c *Config) readSecretFiles() error {
+	var errs []error
+	if c.Postgres.URLFile != "" {
+		if c.Postgres.URL != "" {
+			errs = append(errs, errors.New("postgres.url and postgres.url_file are both set; keep one"))
+		} else if s, err := readSecret("postgres.url_file", c.Postgres.URLFile); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.Postgres.URL = s
+		}
+	}
+	if c.Postgres.PasswordFile != "" {
+		if pw, err := readSecret("postgres.password_file", c.Postgres.PasswordFile); err != nil {
+			errs = append(errs, err)
+		} else if c.Postgres.URL != "" {
+			u, err := withPassword(c.Postgres.URL, pw)
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				c.Postgres.URL = u
+			}
+		}
+	}
+	if c.Kafka.SASL.PasswordFile != "" {
+		if c.Kafka.SASL.Password != "" {
+			errs = append(errs, errors.New("kafka.sasl.password and kafka.sasl.password_file are both set; keep one"))
+		} else if pw, err := readSecret("kafka.sasl.password_file", c.Kafka.SASL.PasswordFile); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.Kafka.SASL.Password = Secret(pw)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readSecret reads a secret file, without the line break that editors and
+// `kubectl create secret --from-file` leave at its end.
+func readSecret(key, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("%s: %s is empty", key, path)
+	}
+	return s, nil
+}
+
+// keywordPassword finds the password of a key=value connection string.
+var keywordPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+
+func isURL(conn string) bool {
+	return strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://")
+}
+
+// withPassword adds pw to a connection string, URL or key=value, that has
+// no password of its own.
+func withPassword(conn, pw string) (string, error) {
+	conflict := errors.New("postgres.password_file is set but postgres.url has a password too; remove the one from the URL")
+	if isURL(conn) {
+		u, err := url.Parse(conn)
+		if err != nil {
+			// url's errors quote the URL; say only what is wrong.
+			return "", errors.New("postgres.url is not a valid URL; check its escaping (a password belongs in postgres.password_file)")
+		}
+		if _, has := u.User.Password(); has || u.Query().Has("password") {
+			return "", conflict
+		}
+		u.User = url.UserPassword(u.User.Username(), pw)
+		return u.String(), nil
+	}
+	if keywordPassword.MatchString(conn) {
+		return "", conflict
+	}
+	esc := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pw)
+	return strings.TrimSpace(conn) + " password='" + esc + "'", nil
+}
+
+// RedactConnString hides the password of a PostgreSQL connection string,
+// URL or key=value, keeping the rest for an operator to read.
+func RedactConnString(conn string) string {
+	if isURL(conn) {
+		return redactURL(conn)
+	}
+	return keywordPassword.ReplaceAllString(conn, "${1}password="+redacted)
+}
+
+// urlQueryPassword finds a password parameter in a URL's query.
+var urlQueryPassword = regexp.MustCompile(`([?&]password=)[^&#]*`)
+
+// redactURL hides the password of a postgres:// URL even when net/url
+// cannot parse it: pgx accepts characters in a password that net/url
+// refuses, and such a URL must not come out as it went in.
+func redactURL(conn string) string {
+	if u, err := url.Parse(conn); err == nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", redacted)
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	scheme, rest, _ := strings.Cut(conn, "://")
+	// The user info ends at the last @ before the host; a password with an
+	// unescaped @, / or ? makes that ambiguous, so mask up to the last @.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
+			rest = user + ":" + redacted + rest[at:]
+		}
+	}
+	return urlQueryPassword.ReplaceAllString(scheme+"://"+rest, "${1}"+redacted)
+}
+
+// Secrets are the configured secret values: the PostgreSQL password
+// (from the URL, or wherever pgx finds it: PGPASSWORD, .pgpass) and the
+// SASL password. Log output is scrubbed of them (ScrubSecrets).
+func (c *Config) Secrets() []string {
+	var out []string
+	if pc, err := pgconn.ParseConfig(c.Postgres.URL); err == nil && pc.Password != "" {
+		// As written in a URL, too.
+		out = append(out, pc.Password, url.QueryEscape(pc.Password), url.PathEscape(pc.Password))
+	}
+	if c.Kafka.SASL.Password != "" {
+		out = append(out, c.Kafka.SASL.Password.Reveal())
+	}
+	return out
+}
+
+// Dump is the effective configuration as YAML, after the file, the
+// environment and the defaults, with every secret shown as xxxxx.
+func (c *Config) Dump() ([]byte, error) {
+	d := *c
+	d.Postgres.URL = RedactConnString(c.Postgres.URL)
+	d.Outbox.Columns = c.Outbox.Columns.WithDefaults()
+	cc := c.CDCConfig()
+	cc.SetDefaults()
+	d.CDC.Slot, d.CDC.Publication, d.CDC.CreatePublication = cc.Slot, cc.Publication, cc.CreatePublication
+	d.CDC.StatusInterval, d.CDC.MaxBatchEvents, d.CDC.MaxBatchBytes = cc.StatusInterval, cc.MaxBatchEvents, cc.MaxBatchBytes
+	sc := c.SinkConfig()
+	sc.SetDefaults()
+	d.Kafka.ClientID, d.Kafka.Compression = sc.ClientID, sc.Compression
+	d.Kafka.MaxBufferedRecords, d.Kafka.MaxBufferedBytes = sc.MaxBufferedRecords, sc.MaxBufferedBytes
+	b, err := yaml.Marshal(&d)
+	if err != nil {
+		return nil, err
+	}
+	// A last guard: whatever field a secret might have reached, it does
+	// not leave in a dump.
+	return []byte(scrub(string(b), c.Secrets())), nil
+}
+
+// validateNames checks the names that go into SQL: the table, its columns
+// and the publication. They are quoted wherever SQL is built, so quotes,
+// semicolons and spaces are harmless; PostgreSQL cannot hold a NUL byte or
+// invalid UTF-8 in a name, and truncates names past 63 bytes, which would
+// make the relay look for an object other than the one named.
+func (c *Config) validateNames() []error {
+	var errs []error
+	// The table's and the publication's lengths are checked by cdc.
+	check := func(key, name string, length bool) {
+		switch {
+		case name == "":
+		case strings.IndexByte(name, 0) >= 0:
+			errs = append(errs, fmt.Errorf("%s: %q contains a NUL byte, which no PostgreSQL name can", key, name))
+		case !utf8.ValidString(name):
+			errs = append(errs, fmt.Errorf("%s: %q is not valid UTF-8", key, name))
+		case length && len(name) > 63:
+			errs = append(errs, fmt.Errorf("%s: %q is longer than PostgreSQL's 63-byte limit on names", key, name))
+		}
+	}
+	if schema, table, err := cdc.SplitTable(c.Outbox.Table); err == nil {
+		check("outbox.table", schema, false)
+		check("outbox.table", table, false)
+	}
+	m := c.Outbox.Columns
+	check("outbox.columns.id", m.ID, true)
+	check("outbox.columns.aggregatetype", m.AggregateType, true)
+	check("outbox.columns.aggregateid", m.AggregateID, true)
+	check("outbox.columns.type", m.Type, true)
+	check("outbox.columns.payload", m.Payload, true)
+	check("cdc.publication", c.CDC.Publication, false)
+	return errs
+}
+
+// String is the redacted dump, so that printing a Config (%v, %+v, %s) or
+// logging it shows no secret.
+func (c Config) String() string {
+	b, err := c.Dump()
+	if err != nil {
+		return "(config: " + err.Error() + ")"
+	}
+	return string(b)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return c.String() }

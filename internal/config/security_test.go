@@ -1,0 +1,279 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// hardPassword has every character that needs escaping somewhere: in a
+// URL, in a quoted key=value string, in YAML.
+const hardPassword = `p@ss:w/o'r\d "x"?#%&=`
+
+func writeSecret(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSecretFiles(t *testing.T) {
+	pwFile := writeSecret(t, "pgpw", hardPassword+"\n")
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		wantUser   string
+	}{
+		{
+			name:     "password file added to a URL",
+			yaml:     "postgres:\n  url: postgres://relay@db:5432/app?sslmode=verify-full\n  password_file: " + pwFile + "\n",
+			wantUser: "relay",
+		},
+		{
+			name:     "password file added to key=value",
+			yaml:     "postgres:\n  url: host=db user=relay dbname=app sslmode=verify-full\n  password_file: " + pwFile + "\n",
+			wantUser: "relay",
+		},
+		{
+			name:     "url file",
+			yaml:     "postgres:\n  url_file: " + writeSecret(t, "url", "postgres://relay:"+strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(hardPassword, "%", "%25"), "@", "%40"), ":", "%3A"), "/", "%2F"), "?", "%3F"), "#", "%23"), " ", "%20"), "&", "%26"), "=", "%3D")+"@db/app\r\n") + "\n",
+			wantUser: "relay",
+		},
+		{
+			name:     "password file from the environment",
+			yaml:     "postgres:\n  url: postgres://relay@db/app\n",
+			env:      []string{"OUTBOXRELAY_POSTGRES_PASSWORD_FILE=" + pwFile},
+			wantUser: "relay",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, tc.yaml+"kafka:\n  brokers: [k:9092]\n"), tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := pgconn.ParseConfig(c.Postgres.URL)
+			if err != nil {
+				t.Fatalf("the resulting connection string does not parse: %v", err)
+			}
+			if pc.Password != hardPassword || pc.User != tc.wantUser || pc.Host != "db" || pc.Database != "app" {
+				t.Fatalf("parsed user %q password %q host %q db %q; want %q, %q, db, app", pc.User, pc.Password, pc.Host, pc.Database, tc.wantUser, hardPassword)
+			}
+			assertNoSecret(t, c, hardPassword)
+		})
+	}
+}
+
+func TestKafkaSecurityKeys(t *testing.T) {
+	saslFile := writeSecret(t, "sasl", "kafka-Secret-1\n")
+	c, err := Load(writeFile(t, `
+postgres:
+  url: postgres://relay@db/app
+kafka:
+  brokers: [k:9093]
+  tls:
+    ca_file: /etc/ssl/certs/ca-certificates.crt
+    server_name: kafka.internal
+  sasl:
+    mechanism: scram-sha-512
+    username: relay
+    password_file: `+saslFile+`
+`), []string{"OUTBOXRELAY_KAFKA_TLS_ENABLED=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := c.SinkConfig()
+	if !sc.TLS.Enabled || sc.TLS.ServerName != "kafka.internal" || sc.SASL.Mechanism != "scram-sha-512" || sc.SASL.Username != "relay" || sc.SASL.Password != "kafka-Secret-1" {
+		t.Fatalf("sink config %+v", sc)
+	}
+	assertNoSecret(t, c, "kafka-Secret-1")
+
+	// The environment's password wins over the file's key... and both at
+	// once is a mistake worth saying.
+	c, err = Load(writeFile(t, "postgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [k:9093]\n  sasl:\n    mechanism: scram-sha-256\n    username: relay\n"),
+		[]string{"OUTBOXRELAY_KAFKA_SASL_PASSWORD=from-env-Secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SinkConfig().SASL.Password != "from-env-Secret" {
+		t.Fatalf("environment password not used")
+	}
+	assertNoSecret(t, c, "from-env-Secret")
+}
+
+func TestSecurityMistakes(t *testing.T) {
+	pwFile := writeSecret(t, "pw", "hunter2\n")
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{
+			name: "plain sasl without tls",
+			yaml: "postgres:\n  url: postgres://u@h/d\nkafka:\n  brokers: [k:9092]\n  sasl: {mechanism: plain, username: u, password: hunter2}\n",
+			want: []string{"anyone on the network can read it", "kafka.allow_plaintext_sasl"},
+		},
+		{
+			name: "two passwords for postgres",
+			yaml: "postgres:\n  url: postgres://u:hunter2@h/d\n  password_file: " + pwFile + "\nkafka:\n  brokers: [k:9092]\n",
+			want: []string{"postgres.url has a password too"},
+		},
+		{
+			name: "two passwords in key=value",
+			yaml: "postgres:\n  url: host=h password=hunter2\n  password_file: " + pwFile + "\nkafka:\n  brokers: [k:9092]\n",
+			want: []string{"postgres.url has a password too"},
+		},
+		{
+			name: "url and url file",
+			yaml: "postgres:\n  url: postgres://u@h/d\n  url_file: " + pwFile + "\nkafka:\n  brokers: [k:9092]\n",
+			want: []string{"postgres.url and postgres.url_file are both set"},
+		},
+		{
+			name: "two sasl passwords",
+			yaml: "postgres:\n  url: postgres://u@h/d\nkafka:\n  brokers: [k:9092]\n  sasl: {mechanism: scram-sha-256, username: u, password: hunter2, password_file: " + pwFile + "}\n",
+			want: []string{"kafka.sasl.password and kafka.sasl.password_file are both set"},
+		},
+		{
+			name: "missing secret file",
+			yaml: "postgres:\n  url: postgres://u@h/d\n  password_file: /nonexistent/pw\nkafka:\n  brokers: [k:9092]\n",
+			want: []string{"postgres.password_file: open /nonexistent/pw"},
+		},
+		{
+			name: "bad names",
+			yaml: "postgres:\n  url: postgres://u@h/d\nkafka:\n  brokers: [k:9092]\noutbox:\n  columns:\n    id: \"a\\0b\"\n    payload: \"" + strings.Repeat("p", 64) + "\"\n",
+			want: []string{`outbox.columns.id: "a\x00b" contains a NUL byte`, "outbox.columns.payload", "63-byte limit"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tc.yaml), nil)
+			if err == nil {
+				t.Fatalf("accepted; want errors saying %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error shows the password: %q", err)
+			}
+		})
+	}
+}
+
+// TestHostileNamesAreValid: quotes, semicolons and spaces are legal in
+// PostgreSQL names; they are quoted, not refused.
+func TestHostileNamesAreValid(t *testing.T) {
+	_, err := Load(writeFile(t, `
+postgres:
+  url: postgres://u@h/d
+kafka:
+  brokers: [k:9092]
+outbox:
+  table: 'we"ird.outbox"; DROP TABLE x; --'
+  columns:
+    id: "id'); DROP TABLE x; --"
+cdc:
+  publication: "pub'; DROP TABLE x; --"
+`), nil)
+	if err != nil {
+		t.Fatalf("hostile but legal names refused: %v", err)
+	}
+}
+
+// assertNoSecret checks that the dump, every way of printing the config
+// and a log line carrying it hide secret.
+func assertNoSecret(t *testing.T, c *Config, secret string) {
+	t.Helper()
+	dump, err := c.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dump), redacted) {
+		t.Errorf("dump shows no %s where the secret was:\n%s", redacted, dump)
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "config", c, "sasl", c.Kafka.SASL)
+	for what, s := range map[string]string{
+		"dump": string(dump), "%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", *c), "%#v": fmt.Sprintf("%#v", c),
+		"sasl %+v": fmt.Sprintf("%+v", c.Kafka.SASL), "log": logged.String(),
+	} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s shows the secret:\n%s", what, s)
+		}
+	}
+}
+
+func TestDumpIsTheEffectiveConfig(t *testing.T) {
+	c, err := Load(writeFile(t, "postgres:\n  url: host=db user=relay password='it\\'s secret' dbname=app\nkafka:\n  brokers: [k:9092]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := c.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"host=db user=relay password=xxxxx dbname=app", "slot: outboxrelay", "status_interval: 10s", "client_id: outboxrelay", "aggregatetype: aggregatetype"} {
+		if !strings.Contains(string(dump), want) {
+			t.Errorf("dump lacks %q:\n%s", want, dump)
+		}
+	}
+	if strings.Contains(string(dump), "secret") {
+		t.Errorf("dump shows the password:\n%s", dump)
+	}
+	// The dump loads back as the same configuration, secrets aside.
+	var back Config
+	if err := Parse(dump, &back); err != nil {
+		t.Fatalf("dump does not parse back: %v", err)
+	}
+}
+
+func TestScrubSecrets(t *testing.T) {
+	const secret = "Tr0ub4dor&3"
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			var h slog.Handler = slog.NewJSONHandler(&buf, nil)
+			if format == "text" {
+				h = slog.NewTextHandler(&buf, nil)
+			}
+			log := slog.New(ScrubSecrets(h, []string{secret, ""}))
+			err := fmt.Errorf("connect: %w", errors.New("bad DSN postgres://u:"+secret+"@h/d"))
+			log.With("dsn", "password="+secret).WithGroup("g").Error("failed with "+secret, "err", err,
+				slog.Group("inner", "pw", secret, "n", 3), "value", struct{ P string }{secret})
+			out := buf.String()
+			if strings.Contains(out, secret) {
+				t.Fatalf("log shows the secret:\n%s", out)
+			}
+			for _, want := range []string{"connect: bad DSN postgres://u:xxxxx@h/d", "failed with xxxxx", "password=xxxxx"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("log lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestRedactConnString(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:hunter2@h:5432/db?sslmode=verify-full":   "postgres://u:xxxxx@h:5432/db?sslmode=verify-full",
+		"host=h user=u password=hunter2 dbname=d":              "host=h user=u password=xxxxx dbname=d",
+		`host=h password='hun ter\'2' dbname=d`:                "host=h password=xxxxx dbname=d",
+		"password = hunter2":                                   "password=xxxxx",
+		"host=h user=u":                                        "host=h user=u",
+		`postgres://u:p'r\d "x"@h/db`:                          "postgres://u:xxxxx@h/db",
+		"postgres://u:a@b@h/db?sslmode=disable&password=x":     "postgres://u:xxxxx@h/db?password=xxxxx&sslmode=disable",
+		"postgres://u:p%20w@h/db?password=x y&sslmode=disable": "postgres://u:xxxxx@h/db?password=xxxxx&sslmode=disable",
+	} {
+		if got := RedactConnString(in); got != want {
+			t.Errorf("RedactConnString(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
