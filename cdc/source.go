@@ -86,6 +86,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return err
 	}
 	s.advance(confirmed)
+	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
 
 	cfg, err := pgconn.ParseConfig(s.cfg.URL)
 	if err != nil {

@@ -1,0 +1,205 @@
+package cdc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+)
+
+// TestHeartbeatMovesIdleSlot runs the source on a server of its own with an
+// idle outbox table, as a role with no more than `outboxrelay init` grants,
+// and the heartbeat on. First nothing at all writes: only the heartbeat
+// can move the slot past the position the server had, and a second slot
+// (test_decoding, which shows logical messages) sees its messages. Then
+// another database writes WAL: the slot follows it, so the idle outbox
+// does not hold that WAL back.
+func TestHeartbeatMovesIdleSlot(t *testing.T) {
+	srv := testenv.PostgresServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	appURL, err := srv.CreateDatabase(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherURL, err := srv.CreateDatabase(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := connect(ctx, t, appURL)
+	exec(ctx, t, admin,
+		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		`CREATE PUBLICATION relay_pub FOR TABLE outbox WITH (publish = 'insert')`,
+		`CREATE ROLE relay LOGIN REPLICATION`,
+		`GRANT SELECT ON outbox TO relay`,
+		// Only to see the heartbeat's messages; the relay does not need it.
+		`SELECT pg_create_logical_replication_slot('watch', 'test_decoding')`,
+	)
+	other := connect(ctx, t, otherURL)
+	exec(ctx, t, other, `CREATE TABLE busy (n int, pad text)`)
+
+	relayURL := strings.Replace(appURL, "postgres@", "relay@", 1)
+	var logs syncBuffer
+	src, err := cdc.New(cdc.Config{
+		URL: relayURL, Table: "public.outbox", Slot: "relay_slot", Publication: "relay_pub",
+		StatusInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+	}, cdc.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan connector.Batch)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx, out) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("source: %v", err)
+		}
+	}()
+	go func() {
+		for b := range out {
+			t.Errorf("the idle outbox produced a batch of %d events", len(b.Events))
+			if b.Done != nil {
+				b.Done(nil)
+			}
+		}
+	}()
+	defer close(out)
+
+	// Wait for the slot to be streaming, then take the server's position.
+	waitFor(ctx, t, "the slot to become active", func() bool {
+		var active bool
+		err := admin.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = 'relay_slot'`).Scan(&active)
+		return err == nil && active
+	})
+	idleAt := currentLSN(ctx, t, admin)
+	waitFor(ctx, t, "confirmed_flush_lsn to pass "+idleAt.String()+" on an idle server", func() bool {
+		return confirmed(ctx, t, admin) > idleAt
+	})
+	var beats int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_changes('watch', NULL, NULL) WHERE data LIKE '%outboxrelay-heartbeat%'`).Scan(&beats); err != nil {
+		t.Fatal(err)
+	}
+	if beats == 0 {
+		t.Fatal("the test_decoding slot saw no heartbeat message")
+	}
+	var app string
+	if err := admin.QueryRow(ctx, `SELECT application_name FROM pg_stat_activity WHERE usename = 'relay' AND application_name = 'outboxrelay-heartbeat'`).Scan(&app); err != nil {
+		t.Fatalf("no heartbeat connection named outboxrelay-heartbeat in pg_stat_activity: %v", err)
+	}
+
+	// Another database fills WAL; the idle slot keeps up with it.
+	exec(ctx, t, other, `INSERT INTO busy SELECT g, repeat('x', 500) FROM generate_series(1, 20000) g`)
+	busyAt := currentLSN(ctx, t, admin)
+	waitFor(ctx, t, "confirmed_flush_lsn to pass "+busyAt.String()+" after writes to another database", func() bool {
+		return confirmed(ctx, t, admin) >= busyAt
+	})
+	if _, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot('watch')`); err != nil {
+		t.Fatal(err)
+	}
+
+	// A heartbeat that fails is logged, once, with what to do, and the
+	// source goes on.
+	exec(ctx, t, admin, `REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC`)
+	waitFor(ctx, t, "the heartbeat's failure to be logged", func() bool { return strings.Contains(logs.String(), "heartbeat failed") })
+	time.Sleep(500 * time.Millisecond) // five more failed beats
+	if n := strings.Count(logs.String(), "heartbeat failed"); n != 1 {
+		t.Errorf("the failing heartbeat was logged %d times; want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "permission denied for function pg_logical_emit_message") || !strings.Contains(logs.String(), "outboxrelay init") {
+		t.Errorf("the log does not say what failed and where the grants are:\n%s", logs.String())
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the source stopped when its heartbeat failed: %v", err)
+	default:
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func exec(ctx context.Context, t *testing.T, conn *pgx.Conn, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+func currentLSN(ctx context.Context, t *testing.T, conn *pgx.Conn) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+func confirmed(ctx context.Context, t *testing.T, conn *pgx.Conn) pglogrepl.LSN {
+	t.Helper()
+	var s *string
+	err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'relay_slot'`).Scan(&s)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	if s == nil {
+		return 0
+	}
+	lsn, _ := pglogrepl.ParseLSN(*s)
+	return lsn
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
