@@ -1,0 +1,95 @@
+// Command outboxbench measures outboxrelay on this machine: backlog drain
+// against pg_recvlogical and the broker's raw ingest, commit-to-Kafka
+// latency at steady rates, and the relay's memory and CPU. It starts its own
+// PostgreSQL and an in-process broker; see docs/performance.md.
+//
+//	go run ./cmd/outboxbench                      # the default run, a few minutes
+//	go run ./cmd/outboxbench -events 1000000      # the 1M-event drain
+//	go run ./cmd/outboxbench -json report.json    # also write the report as JSON
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/internal/bench"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "outboxbench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) > 0 && args[0] == "relay" {
+		// The relay itself, with profiling: the benchmark runs this as a
+		// child process when -profile is given.
+		return bench.RelayMain(ctx, args[1:], stderr)
+	}
+
+	var cfg bench.Config
+	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Events, "events", 300000, "events in the backlog the drains relay")
+	fs.IntVar(&cfg.TxnMax, "txn-max", 100, "backlog transactions have 1 to this many rows")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 500, "bytes of JSON payload per event")
+	fs.IntVar(&cfg.Aggregates, "aggregates", 10000, "aggregates the events belong to")
+	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions per topic")
+	fs.IntVar(&cfg.Writers, "writers", 4, "connections committing events")
+	rates := fs.String("rates", "1000,5000,20000", "steady-state rates in events/s, comma-separated; empty skips the latency phase")
+	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
+	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
+	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
+	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's relay to this directory")
+	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Rates = []int{}
+	for f := range strings.SplitSeq(*rates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return fmt.Errorf("-rates: %q is not a number of events per second", f)
+		}
+		cfg.Rates = append(cfg.Rates, n)
+	}
+
+	rep, err := bench.Run(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	if *jsonPath == "-" {
+		return rep.WriteJSON(stdout)
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if *jsonPath != "" {
+		f, err := os.Create(*jsonPath)
+		if err != nil {
+			return err
+		}
+		return errors.Join(rep.WriteJSON(f), f.Close())
+	}
+	return nil
+}

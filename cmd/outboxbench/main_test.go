@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/internal/bench"
+	"github.com/outboxrelay/outboxrelay/internal/localpg"
+)
+
+// TestMain lets this test binary stand in for outboxbench when the
+// benchmark re-executes itself as the profiled relay.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench relay:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs the whole benchmark on a tiny backlog and checks that the
+// report is complete and consistent. It asserts no timing: speed is
+// measured by running outboxbench, never decided by a test.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, a broker and the relay")
+	}
+	profiles := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run([]string{
+		"-events", "3000", "-txn-max", "20", "-writers", "2",
+		"-rates", "400", "-rate-duration", "1s",
+		"-profile", profiles, "-json", "-",
+	}, &stdout, &stderr)
+	if errors.Is(err, localpg.ErrNotInstalled) {
+		t.Skipf("needs PostgreSQL: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("outboxbench: %v\n%s", err, stderr.String())
+	}
+
+	var rep bench.Report
+	dec := json.NewDecoder(&stdout)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("the report is not the Report JSON: %v\n%s", err, stdout.String())
+	}
+
+	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
+		t.Errorf("machine and versions incomplete: %+v", rep.Machine)
+	}
+	if rep.Postgres["fsync"] != "off" || rep.Postgres["synchronous_commit"] != "on" || rep.Postgres["wal_level"] != "logical" {
+		t.Errorf("postgres settings not the benchmark's: %v", rep.Postgres)
+	}
+	if w := rep.Workload; w.Events != 3000 || w.Transactions < 3000/20 || w.Transactions > 3000 || w.WALBytes <= 0 || w.PayloadBytes != 500 {
+		t.Errorf("workload: %+v", w)
+	}
+
+	c := rep.Ceilings
+	if len(c.RecvlogicalSeconds) != 2 || c.RecvlogicalRate <= 0 || c.RawIngestRate <= 0 {
+		t.Errorf("ceilings incomplete: %+v", c)
+	}
+	if len(rep.Drains) == 0 || rep.Drains[0].Source != "cdc" {
+		t.Fatalf("no CDC drain in the report: %+v", rep.Drains)
+	}
+	for _, d := range rep.Drains {
+		if d.Events != 3000 {
+			t.Errorf("%s drain: the broker holds %d records for 3000 events", d.Source, d.Events)
+		}
+		if d.Rate <= 0 || d.PeakRSSMiB <= 0 || d.RatioRecvlogical != d.Rate/c.RecvlogicalRate || d.RatioRawIngest != d.Rate/c.RawIngestRate {
+			t.Errorf("%s drain: inconsistent figures %+v", d.Source, d)
+		}
+	}
+	cpu, mem := filepath.Join(profiles, "cdc-0.cpu.pprof"), filepath.Join(profiles, "cdc-0.allocs.pprof")
+	for _, p := range []string{cpu, mem} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s missing or empty: %v", p, err)
+		}
+	}
+
+	if len(rep.Latency) != 1 {
+		t.Fatalf("want latency at one rate, got %+v", rep.Latency)
+	}
+	l := rep.Latency[0]
+	if l.TargetRate != 400 || l.Events != 400 || l.Rate <= 0 {
+		t.Errorf("latency: %+v", l)
+	}
+	if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+		t.Errorf("latency percentiles out of order: %+v", l)
+	}
+
+	// The table is printed from the same report.
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pg_recvlogical", "raw ingest", "backlog drain", "commit-to-Kafka latency", "cdc"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+}

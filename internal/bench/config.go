@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is what one benchmark run measures.
+type Config struct {
+	// Events is the size of the backlog the drain relays. Default 300000.
+	Events int
+	// TxnMax makes the backlog's transactions 1 to TxnMax rows, uniformly.
+	// Default 100.
+	TxnMax int
+	// PayloadBytes is the size of each event's JSON payload. Default 500.
+	PayloadBytes int
+	// Aggregates is how many aggregates the events belong to, spread over
+	// four aggregate types (four topics). Default 10000.
+	Aggregates int
+	// Partitions is the partition count of every topic. Default 8.
+	Partitions int
+	// Writers is how many connections commit the backlog and the
+	// steady-state load. Default 4.
+	Writers int
+	// Rates are the steady-state commit rates, events per second; none
+	// skips the latency phase. Default 1000, 5000, 20000.
+	Rates []int
+	// RateDuration is how long each rate is held. Default 10s.
+	RateDuration time.Duration
+	// LatencyTxnRows is the rows per transaction at the steady rates.
+	// Default 10.
+	LatencyTxnRows int
+	// RelayBin is the outboxrelay binary to measure. Default: built from
+	// this module with `go build` into a temporary directory.
+	RelayBin string
+	// ProfileDir, when set, runs the CDC drain's relay with CPU and
+	// allocation profiling (in this program re-executed as the relay, which
+	// runs the same code as outboxrelay run) and writes the profiles there.
+	ProfileDir string
+	// Seed picks the workload; the same seed gives the same events.
+	// Default 1.
+	Seed uint64
+}
+
+// DefaultRates are the steady-state rates when Config.Rates is nil.
+var DefaultRates = []int{1000, 5000, 20000}
+
+func (c *Config) SetDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Events, 300000)
+	def(&c.TxnMax, 100)
+	def(&c.PayloadBytes, 500)
+	def(&c.Aggregates, 10000)
+	def(&c.Partitions, 8)
+	def(&c.Writers, 4)
+	def(&c.LatencyTxnRows, 10)
+	if c.Rates == nil {
+		c.Rates = DefaultRates
+	}
+	if c.RateDuration == 0 {
+		c.RateDuration = 10 * time.Second
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %d must be positive", name, v))
+		}
+	}
+	positive("events", c.Events)
+	positive("txn-max", c.TxnMax)
+	positive("aggregates", c.Aggregates)
+	positive("partitions", c.Partitions)
+	positive("writers", c.Writers)
+	positive("latency-txn", c.LatencyTxnRows)
+	if c.PayloadBytes < minPayload {
+		errs = append(errs, fmt.Errorf("payload: %d bytes is too small; the JSON skeleton alone takes %d", c.PayloadBytes, minPayload))
+	}
+	for _, r := range c.Rates {
+		positive("rates", r)
+	}
+	if c.RateDuration <= 0 {
+		errs = append(errs, fmt.Errorf("rate-duration: %s must be positive", c.RateDuration))
+	}
+	if c.Events >= 1<<40 {
+		errs = append(errs, errors.New("events: too many to number in an event id"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// drainKind is a way of relaying the backlog: a source and how many relay
+// processes run it. Adding a source to the drain is adding one of these to
+// the run's list.
+type drainKind struct {
+	name      string
+	instances int
+	// prepare readies the backlog for this source and returns the table
+	// it is in. CDC's is written after its slot exists; a source that
+	// consumes its table (the poller marks or deletes rows) gets its own
+	// copy.
+	prepare func(ctx context.Context, r *run) (table string, err error)
+	// source is the relay configuration's source part for instance i.
+	source func(r *run, i int) string
+	// slot, when set, is the replication slot whose walsender's CPU time
+	// the report shows.
+	slot string
+}
+
+// stallTimeout ends a drain that makes no progress for this long.
+const stallTimeout = 2 * time.Minute
+
+// drain starts the kind's relay processes on the backlog in table and
+// measures until the broker has acknowledged every event.
+func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool) (Drain, error) {
+	d := Drain{Source: k.name, Instances: k.instances}
+	cluster, err := startBroker(r.cfg.Partitions, true)
+	if err != nil {
+		return d, err
+	}
+	defer cluster.Close()
+	counter, err := newRecordCounter(cluster.ListenAddrs())
+	if err != nil {
+		return d, err
+	}
+	defer counter.close()
+
+	var ws *walsenderWatch
+	if k.slot != "" {
+		ws = &walsenderWatch{db: r.db, slot: k.slot}
+	}
+	selfBefore := selfCPU()
+	var procs []*relayProc
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
+	for i := range k.instances {
+		command := r.relay
+		name := fmt.Sprintf("%s-%d", k.name, i)
+		if profile {
+			cpu := filepath.Join(r.cfg.ProfileDir, name+".cpu.pprof")
+			mem := filepath.Join(r.cfg.ProfileDir, name+".allocs.pprof")
+			command = []string{r.self, "relay", "-cpuprofile", cpu, "-memprofile", mem}
+			d.Profiles = cpu + " " + mem
+		}
+		p, err := startRelay(command, relayConfig{
+			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i),
+		}, r.dir, name)
+		if err != nil {
+			return d, err
+		}
+		procs = append(procs, p)
+	}
+
+	want := int64(r.cfg.Events)
+	start := procs[0].started
+	var end time.Time
+	last, lastProgress := int64(0), time.Now()
+	for {
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return d, err
+			}
+		}
+		n, err := counter.count(ctx)
+		if err != nil {
+			return d, err
+		}
+		if n >= want {
+			end = time.Now()
+			d.Events = n
+			break
+		}
+		if ws != nil && ws.pid == 0 {
+			ws.poll(ctx)
+		}
+		if n > last {
+			last, lastProgress = n, time.Now()
+		} else if time.Since(lastProgress) > stallTimeout {
+			return d, fmt.Errorf("%s drain: no progress for %s at %d of %d events; relay output:\n%s", k.name, stallTimeout, n, want, procs[0].out.String())
+		}
+		select {
+		case <-ctx.Done():
+			return d, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+
+	d.BrokerCPUSeconds = (selfCPU() - selfBefore).Seconds()
+	if ws != nil {
+		ws.poll(ctx)
+		d.WalsenderCPUSeconds = ws.cpu.Seconds()
+	}
+	var cpu time.Duration
+	for _, p := range procs {
+		u, err := p.usage()
+		if err != nil {
+			return d, err
+		}
+		d.PeakRSSMiB = max(d.PeakRSSMiB, float64(u.PeakRSSKiB)/1024)
+		cpu += u.CPU
+	}
+	for _, p := range procs {
+		if err := p.stop(time.Minute); err != nil {
+			return d, err
+		}
+	}
+	if d.Events != want {
+		r.note("%s drain: the broker holds %d records for %d events (a restart repeated some)", k.name, d.Events, want)
+	}
+	d.Seconds = end.Sub(start).Seconds()
+	d.Rate = float64(want) / d.Seconds
+	d.CPUSeconds = cpu.Seconds()
+	d.CPUSecPerMillion = d.CPUSeconds / float64(want) * 1e6
+	return d, nil
+}

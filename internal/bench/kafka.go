@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const topicPrefix = "outbox.event."
+
+// topics are the topics the relay writes with the default routing.
+func topics() []string {
+	ts := make([]string, len(aggTypes))
+	for i, t := range aggTypes {
+		ts[i] = topicPrefix + t
+	}
+	return ts
+}
+
+// startBroker starts a one-broker kfake cluster with the topics made.
+// A blackholed cluster acknowledges produced records and advances offsets
+// without keeping the bytes: the drains and the raw ingest ceiling use one,
+// so that neither the broker's copying of hundreds of megabytes nor its
+// memory is in the figures, and the end offsets still count what was
+// acknowledged. The latency phase needs to read records back, and keeps
+// them.
+func startBroker(partitions int, blackhole bool) (*kfake.Cluster, error) {
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.DefaultNumPartitions(partitions),
+		kfake.AllowAutoTopicCreation(),
+		kfake.SeedTopics(int32(partitions), topics()...),
+	}
+	if blackhole {
+		opts = append(opts, kfake.BlackholeProduce())
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start the kfake broker: %w", err)
+	}
+	return c, nil
+}
+
+// recordCounter counts what a broker has acknowledged on the topics.
+type recordCounter struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+func newRecordCounter(brokers []string) (*recordCounter, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	return &recordCounter{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (c *recordCounter) close() { c.cl.Close() }
+
+// count is the sum of the topics' partitions' end offsets: every record
+// the broker has appended, which it acknowledges right after.
+func (c *recordCounter) count(ctx context.Context) (int64, error) {
+	offs, err := c.adm.ListEndOffsets(ctx, topics()...)
+	if err != nil {
+		return 0, fmt.Errorf("list end offsets: %w", err)
+	}
+	var n int64
+	var errs []error
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil && !errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			errs = append(errs, o.Err)
+		}
+		n += o.Offset
+	})
+	return n, errors.Join(errs...)
+}

@@ -1,0 +1,263 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const liveTable = "outbox_live"
+
+// latency runs the CDC relay against a broker that keeps records, commits
+// events at each rate in turn and measures, for every event, the time from
+// its COMMIT returning to a consumer fetching its record.
+func (r *run) latency(ctx context.Context) ([]Latency, error) {
+	if err := r.db.createOutbox(ctx, liveTable); err != nil {
+		return nil, err
+	}
+	cluster, err := startBroker(r.cfg.Partitions, false)
+	if err != nil {
+		return nil, err
+	}
+	defer cluster.Close()
+
+	// The relay makes its own slot and publication here, as a user's
+	// would, capturing from the moment it starts.
+	p, err := startRelay(r.relay, relayConfig{
+		url: r.db.url, table: "public." + liveTable, brokers: cluster.ListenAddrs(),
+		source: "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n",
+	}, r.dir, "cdc-live")
+	if err != nil {
+		return nil, err
+	}
+	defer p.kill()
+	if err := r.waitSlotActive(ctx, p, "bench_live"); err != nil {
+		return nil, err
+	}
+
+	arr := &arrivals{epoch: time.Now()}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cluster.ListenAddrs()...),
+		kgo.ConsumeTopics(topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(time.Second),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		arr.consume(consumeCtx, cl)
+	}()
+	defer func() {
+		stopConsuming()
+		<-consumed
+	}()
+
+	writers, err := r.openWriters(ctx, liveTable, r.cfg.Writers)
+	if err != nil {
+		return nil, err
+	}
+	defer closeWriters(writers)
+
+	next := r.cfg.Events // event numbers go on after the backlog's
+	// Warm up: the consumer's and the producer's first metadata and
+	// connections are not part of a steady state.
+	if _, err := r.steady(ctx, p, writers, arr, next, 200, 200, 10); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	next += 200
+
+	var out []Latency
+	for _, rate := range r.cfg.Rates {
+		events := max(r.cfg.LatencyTxnRows, int(float64(rate)*r.cfg.RateDuration.Seconds()))
+		events -= events % r.cfg.LatencyTxnRows
+		r.say("latency: %d events/s for %s ...", rate, r.cfg.RateDuration)
+		l, err := r.steady(ctx, p, writers, arr, next, events, rate, r.cfg.LatencyTxnRows)
+		if err != nil {
+			return out, fmt.Errorf("latency at %d events/s: %w", rate, err)
+		}
+		next += events
+		r.say("latency: %d events/s: p50 %.2fms p99 %.2fms max %.2fms (achieved %.0f/s)", rate, l.P50, l.P99, l.Max, l.Rate)
+		out = append(out, l)
+	}
+	if err := p.stop(time.Minute); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func (r *run) waitSlotActive(ctx context.Context, p *relayProc, slot string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := p.exited(); err != nil {
+			return err
+		}
+		active, err := r.db.slotActive(ctx, slot)
+		if err != nil {
+			return err
+		}
+		if active {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slot %s not active a minute after the relay started; its output:\n%s", slot, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// steady commits events from, from+1, ..., from+n-1 at rate events per
+// second in transactions of txn rows, spread over the writers, and waits
+// until all have been fetched.
+func (r *run) steady(ctx context.Context, p *relayProc, writers []*txnWriter, arr *arrivals, from, n, rate, txn int) (Latency, error) {
+	l := Latency{Source: "cdc", TargetRate: rate, Events: n, TxnRows: txn}
+	before, err := p.usage()
+	if err != nil {
+		return l, err
+	}
+	done := arr.expect(from, n)
+
+	txns := n / txn
+	commits := make([]time.Duration, txns)
+	interval := time.Duration(float64(time.Second) * float64(txn) / float64(rate))
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(writers))
+	for wi, tw := range writers {
+		wg.Go(func() {
+			for j := wi; j < txns; j += len(writers) {
+				if d := time.Until(start.Add(time.Duration(j) * interval)); d > 0 {
+					time.Sleep(d)
+				}
+				if err := tw.commit(ctx, from+j*txn, txn); err != nil {
+					errs[wi] = err
+					return
+				}
+				commits[j] = time.Since(arr.epoch)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return l, err
+	}
+	committed := time.Since(start)
+
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		got := arr.received()
+		return l, fmt.Errorf("%d of %d committed events not in Kafka a minute later; relay output:\n%s", n-got, n, p.out.String())
+	case <-ctx.Done():
+		return l, ctx.Err()
+	}
+	after, err := p.usage()
+	if err != nil {
+		return l, err
+	}
+
+	lat := arr.latencies(commits, txn)
+	slices.Sort(lat)
+	ms := func(q float64) float64 {
+		i := max(0, int(q*float64(len(lat))+0.999999)-1)
+		return float64(lat[min(i, len(lat)-1)]) / float64(time.Millisecond)
+	}
+	l.P50, l.P90, l.P99, l.Max = ms(0.50), ms(0.90), ms(0.99), ms(1)
+	l.Rate = float64(n) / committed.Seconds()
+	l.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
+	l.CPUSecPerMil = (after.CPU - before.CPU).Seconds() / float64(n) * 1e6
+	return l, nil
+}
+
+// arrivals records when each expected event's record was fetched.
+type arrivals struct {
+	epoch time.Time
+
+	mu   sync.Mutex
+	from int
+	at   []time.Duration // since epoch; 0 while not fetched
+	left int
+	done chan struct{}
+}
+
+// expect starts a window of n events from from; the channel is closed once
+// all have been fetched.
+func (a *arrivals) expect(from, n int) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.from, a.at, a.left, a.done = from, make([]time.Duration, n), n, make(chan struct{})
+	return a.done
+}
+
+func (a *arrivals) received() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.at) - a.left
+}
+
+func (a *arrivals) consume(ctx context.Context, cl *kgo.Client) {
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		now := time.Since(a.epoch)
+		a.mu.Lock()
+		fs.EachRecord(func(rec *kgo.Record) {
+			for _, h := range rec.Headers {
+				if h.Key != "id" {
+					continue
+				}
+				seq, ok := seqOfID(h.Value)
+				i := seq - a.from
+				if ok && i >= 0 && i < len(a.at) && a.at[i] == 0 {
+					a.at[i] = now
+					a.left--
+					if a.left == 0 {
+						close(a.done)
+					}
+				}
+			}
+		})
+		a.mu.Unlock()
+	}
+}
+
+// latencies are the events' fetch times less their transactions' commit
+// times.
+func (a *arrivals) latencies(commits []time.Duration, txn int) []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]time.Duration, len(a.at))
+	for i, at := range a.at {
+		out[i] = at - commits[i/txn]
+	}
+	return out
+}
+
+// openWriters opens n connections that commit generated events into table.
+func (r *run) openWriters(ctx context.Context, table string, n int) ([]*txnWriter, error) {
+	var ws []*txnWriter
+	for range n {
+		conn, err := pgconn.Connect(ctx, r.db.url)
+		if err != nil {
+			closeWriters(ws)
+			return nil, fmt.Errorf("connect a writer: %w", err)
+		}
+		ws = append(ws, &txnWriter{conn: conn, table: table, w: r.w})
+	}
+	return ws, nil
+}
+
+func closeWriters(ws []*txnWriter) {
+	for _, w := range ws {
+		w.conn.Close(context.Background())
+	}
+}

@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// buildRelay builds cmd/outboxrelay into dir and returns the binary's path.
+func buildRelay(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "outboxrelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/outboxrelay/outboxrelay/cmd/outboxrelay")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build outboxrelay (run from the module, or pass -relay-bin): %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// relayConfig is an outboxrelay configuration file.
+type relayConfig struct {
+	url     string
+	table   string
+	brokers []string
+	source  string // the source's own section, YAML at top level
+}
+
+func (c relayConfig) yaml() string {
+	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]\nlog:\n  level: warn\n%s",
+		c.url, c.table, strings.Join(c.brokers, ", "), c.source)
+}
+
+// relayProc is a relay running as a child process.
+type relayProc struct {
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	started time.Time
+	done    chan struct{} // closed once the process has exited
+	err     error         // cmd.Wait's result, once done is closed
+}
+
+// startRelay runs command (the binary and its subcommand, `outboxrelay
+// run`) with --config FILE, cfg written to FILE in dir.
+func startRelay(command []string, cfg relayConfig, dir, name string) (*relayProc, error) {
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg.yaml()), 0o600); err != nil {
+		return nil, err
+	}
+	p := &relayProc{out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(command[0], append(command[1:len(command):len(command)], "--config", path)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// The relay dies with the benchmark, whatever happens to it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the relay %s: %w", command[0], err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited returns an error describing the exit if the process has ended.
+func (p *relayProc) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("the relay exited (%v); its output:\n%s", p.err, p.out.String())
+	default:
+		return nil
+	}
+}
+
+// usage is what /proc says the process has used so far.
+type usage struct {
+	PeakRSSKiB int64         // VmHWM
+	CPU        time.Duration // utime + stime, all threads
+}
+
+func (p *relayProc) usage() (usage, error) {
+	return procUsage(p.cmd.Process.Pid)
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
+// Linux architecture, whatever the kernel's HZ.
+const clockTick = 10 * time.Millisecond
+
+func procUsage(pid int) (usage, error) {
+	var u usage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, fmt.Errorf("read the relay's memory use: %w", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			u.PeakRSSKiB, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return u, fmt.Errorf("parse VmHWM %q: %w", rest, err)
+			}
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, fmt.Errorf("read the relay's CPU time: %w", err)
+	}
+	// The command name, field 2, is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, the 12th and 13th after it.
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return u, fmt.Errorf("parse /proc/%d/stat: %q", pid, stat)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return u, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	u.CPU = time.Duration(ut+st) * clockTick
+	return u, nil
+}
+
+// stop asks the relay to stop (SIGTERM, a graceful stop) and waits.
+func (p *relayProc) stop(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("the relay had already exited (%v); its output:\n%s", p.err, p.out.String())
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("the relay stopped with %v; its output:\n%s", p.err, p.out.String())
+		}
+		return nil
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("the relay did not stop within %s of SIGTERM; its output:\n%s", timeout, p.out.String())
+	}
+}
+
+// kill ends the process at once, for error paths.
+func (p *relayProc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Keep the last 64 KiB: enough to explain a failure.
+	if s.b.Len() > 64<<10 {
+		rest := s.b.Bytes()[s.b.Len()-32<<10:]
+		s.b = *bytes.NewBuffer(append([]byte(nil), rest...))
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// selfCPU is this process's user+system time so far: the in-process broker
+// and the benchmark's own polling.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
