@@ -1,0 +1,336 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// claimer runs the claims of one Run on its connection.
+type claimer struct {
+	src  *Source
+	conn *pgx.Conn
+	meta *tableMeta
+	out  chan<- connector.Batch
+
+	instances int
+	countedAt time.Time
+}
+
+// claimResult is what one claim did.
+type claimResult struct {
+	delivered int
+	// busy: rows wait, but in buckets other instances hold.
+	busy bool
+	// failed: the runner failed the batch, and will restart the source.
+	failed bool
+}
+
+// instancesEvery is how often a claimer counts the running instances. Until
+// it first sees a newly started one, it takes that one's share too.
+const instancesEvery = time.Second
+
+// finishTimeout bounds marking a batch and committing after Kafka has it,
+// which goes on even when the runner is stopping the source.
+const finishTimeout = 30 * time.Second
+
+// claim runs one claim: in one transaction it takes the advisory locks of
+// a share of the buckets that have rows waiting, locks the oldest
+// unpublished rows of those buckets, hands them to the runner, waits until
+// Kafka has them, then marks or deletes them and commits. Any failure
+// before the commit rolls back, leaving the rows to be claimed again.
+//
+// A bucket's lock is exclusive and held until the transaction ends, and
+// the claim reads a bucket's rows in order from its oldest unpublished
+// one, so while a claim has events of an aggregate in flight no other
+// claim, of this instance or another, can hand out a later one.
+func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
+	s := c.src
+	n := &s.n
+	if time.Since(c.countedAt) > instancesEvery {
+		if err := c.countInstances(ctx); err != nil {
+			return res, err
+		}
+	}
+	tx, err := c.conn.Begin(ctx)
+	if err != nil {
+		return res, classify("begin a claim", err)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rbCtx)
+		}
+	}()
+
+	// The buckets of the oldest waiting rows, oldest first. Rows that other
+	// instances hold are among them; their buckets' locks fail below.
+	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE %s ORDER BY %s, %s LIMIT $1`,
+		n.bucket, n.tbl, n.unpublished, n.order, n.id), 2*s.cfg.BatchSize)
+	if err != nil {
+		return res, classify("find waiting rows", err)
+	}
+	waiting, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return res, classify("find waiting rows", err)
+	}
+	buckets := distinct(waiting)
+	if len(buckets) == 0 {
+		return res, nil
+	}
+	// Take a fair share, so that every instance gets work; the lock query
+	// stops at share locks held, trying the oldest buckets first.
+	// pg_try_advisory_xact_lock never waits, so instances never deadlock.
+	share := (len(buckets) + c.instances - 1) / c.instances
+	rows, err = tx.Query(ctx, `SELECT b FROM unnest($1::int4[]) AS b WHERE pg_try_advisory_xact_lock($2::int4, b) LIMIT $3`,
+		buckets, s.bucketKey, share)
+	if err != nil {
+		return res, classify("lock buckets", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return res, classify("lock buckets", err)
+	}
+	if len(held) == 0 {
+		return claimResult{busy: true}, nil
+	}
+
+	events, tids, err := c.read(ctx, tx, held)
+	if isLockTimeout(err) {
+		s.log.Warn("another session holds a lock on the outbox table or on unpublished rows; their buckets wait for it, since a later event of the same aggregate must not go first",
+			"table", s.cfg.Table, "err", err)
+		return claimResult{busy: true}, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(events) == 0 {
+		// Published by an instance that held the buckets a moment ago.
+		return claimResult{busy: true}, nil
+	}
+
+	// done is buffered: Done must not block, and is called once.
+	done := make(chan error, 1)
+	select {
+	case c.out <- connector.Batch{Events: events, Done: func(err error) { done <- err }}:
+	case <-ctx.Done():
+		// Not received: the rows go back with the rollback.
+		return res, ctx.Err()
+	}
+	var result error
+	select {
+	case result = <-done:
+	case <-ctx.Done():
+		// The runner calls Done before it stops the source; take it if it
+		// came at the same moment, else the batch is abandoned.
+		select {
+		case result = <-done:
+		default:
+			return res, ctx.Err()
+		}
+	}
+
+	// Kafka has the batch (or will not): finish even if ctx is cancelled
+	// now, so that a graceful stop records what was published.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if result != nil {
+		finished = true
+		return claimResult{failed: true}, c.fail(fctx, tx, events, tids, result)
+	}
+	var markSQL string
+	if s.cfg.Mode == ModeDelete {
+		markSQL = fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY($1::text[]::tid[])`, n.tbl)
+	} else {
+		markSQL = fmt.Sprintf(`UPDATE %s SET %s = now() WHERE ctid = ANY($1::text[]::tid[])`, n.tbl, n.published)
+	}
+	if _, err := tx.Exec(fctx, markSQL, tids); err != nil {
+		return res, classify(fmt.Sprintf("%s %d published rows (they will be published again)", markVerb(s.cfg.Mode), len(tids)), err)
+	}
+	finished = true
+	if err := tx.Commit(fctx); err != nil {
+		return res, classify(fmt.Sprintf("commit %d published rows (they will be published again)", len(tids)), err)
+	}
+	s.delivered.Add(int64(len(events)))
+	return claimResult{delivered: len(events)}, nil
+}
+
+func markVerb(mode string) string {
+	if mode == ModeDelete {
+		return "delete"
+	}
+	return "mark"
+}
+
+// read locks and reads the oldest unpublished rows of the held buckets and
+// returns them as events, with their ctids.
+//
+// A row that has failed before goes alone, in a batch of its own, so that
+// its next failure rolls back nobody else: the batch ends before it, or is
+// only it when it comes first.
+func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connector.Event, []string, error) {
+	s, meta := c.src, c.meta
+	var arr strings.Builder
+	arr.WriteByte('{')
+	for i, b := range held {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.WriteString(strconv.Itoa(int(b)))
+	}
+	arr.WriteByte('}')
+	rr := tx.Conn().PgConn().ExecParams(ctx, meta.claimSQL,
+		[][]byte{[]byte(arr.String()), []byte(strconv.Itoa(s.cfg.BatchSize))},
+		[]uint32{int4ArrayOID, int4OID}, nil, meta.formats)
+	origin := "table " + s.cfg.Table
+	nc := len(meta.cols)
+	var events []connector.Event
+	var tids []string
+	cut := false
+	for rr.NextRow() {
+		if cut {
+			continue // locked until the commit, published by a later claim
+		}
+		vals := rr.Values()
+		attempts, _ := strconv.Atoi(string(vals[nc+2]))
+		if attempts > 0 && len(events) > 0 {
+			cut = true
+			continue
+		}
+		cols := make([]connector.Column, nc)
+		for i, mc := range meta.cols {
+			cols[i] = connector.Column{Name: mc.name, Type: mc.typ, Null: vals[i] == nil}
+			if vals[i] != nil {
+				cols[i].Value = append([]byte(nil), vals[i]...)
+			}
+		}
+		at := time.Now()
+		if us, err := strconv.ParseInt(string(vals[nc+1]), 10, 64); err == nil {
+			at = time.UnixMicro(us)
+		}
+		events = append(events, s.cfg.Columns.NewEvent(cols, at, origin))
+		tids = append(tids, string(vals[nc]))
+		if attempts > 0 {
+			cut = true
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		if isLockTimeout(err) {
+			return nil, nil, err
+		}
+		return nil, nil, classify("claim rows", err)
+	}
+	return events, tids, nil
+}
+
+// fail handles a batch the runner could not publish. When the cause is one
+// event that can never be published, the claim records the attempt on its
+// row, or after MaxAttempts (the last one alone) moves the row to the
+// dead-letter table, and commits that alone: the other rows stay
+// unpublished, to be claimed again. Any other failure just rolls back.
+func (c *claimer) fail(ctx context.Context, tx pgx.Tx, events []connector.Event, tids []string, cause error) error {
+	s, n := c.src, &c.src.n
+	var ee *connector.EventError
+	i := -1
+	if errors.As(cause, &ee) {
+		i = eventIndex(events, ee.EventID)
+	}
+	if i < 0 {
+		return tx.Rollback(ctx)
+	}
+	// The update writes a new version of the row, at a new ctid: the move
+	// must use that one.
+	var attempts int
+	var tid string
+	err := tx.QueryRow(ctx, fmt.Sprintf(`UPDATE %s SET %s = %s + 1 WHERE ctid = $1::text::tid RETURNING %s, ctid::text`, n.tbl, n.attempts, n.attempts, n.attempts),
+		tids[i]).Scan(&attempts, &tid)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
+	}
+	reason := ee.Err.Error()
+	// Only a failure of the row on its own condemns it: a broker may refuse
+	// a whole produce request, and the error then names whichever event
+	// came first. A row that failed once is claimed alone after that (see
+	// read), so its last attempt is always on its own.
+	dead := attempts >= s.cfg.MaxAttempts && len(events) == 1
+	if dead {
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`WITH moved AS (DELETE FROM %s WHERE ctid = $1::text::tid RETURNING *)
+			INSERT INTO %s (event_id, aggregatetype, aggregateid, reason, attempts, outbox_row)
+			SELECT m.%s::text, m.%s::text, m.%s::text, $2, m.%s, to_jsonb(m) FROM moved m`,
+			n.tbl, n.dl, n.id, n.aggType, n.aggID, n.attempts), tid, reason)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("moved %d rows, not 1", tag.RowsAffected())
+		}
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return classify(fmt.Sprintf("move event %s to the dead-letter table %s", ee.EventID, n.dl), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
+	}
+	s.recordFailure(ee.EventID)
+	if dead {
+		s.deadLettered.Add(1)
+		s.log.Error("event can never be published; moved it to the dead-letter table",
+			"event_id", ee.EventID, "aggregate_id", events[i].AggregateID, "attempts", attempts,
+			"dead_letter_table", s.cfg.DeadLetterTable, "reason", reason, "dead_lettered_total", s.deadLettered.Load())
+	} else {
+		s.log.Warn("event cannot be published; it will be tried again, then moved to the dead-letter table",
+			"event_id", ee.EventID, "attempt", attempts, "max_attempts", s.cfg.MaxAttempts, "reason", reason)
+	}
+	return nil
+}
+
+// eventIndex finds the event an EventError names; an event without an id
+// (a NULL id column) is the first invalid event without one.
+func eventIndex(events []connector.Event, id string) int {
+	for i := range events {
+		if events[i].ID == id && (id != "" || events[i].Invalid != nil) {
+			return i
+		}
+	}
+	return -1
+}
+
+// countInstances counts the pollers of this table that hold the member
+// lock: each claim takes a share of the waiting buckets for one of them.
+func (c *claimer) countInstances(ctx context.Context) error {
+	s := c.src
+	var count int
+	err := c.conn.QueryRow(ctx, `
+		SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = $1::int4::oid AND objid = $2::int4::oid`, s.memberKey, s.cfg.Buckets).Scan(&count)
+	if err != nil {
+		return classify("count the running pollers", err)
+	}
+	c.instances = max(count, 1)
+	c.countedAt = time.Now()
+	return nil
+}
+
+// distinct returns the values of xs once each, in order of first
+// appearance.
+func distinct(xs []int32) []int32 {
+	seen := make(map[int32]bool, len(xs))
+	var out []int32
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Modes say what becomes of a row once Kafka has it.
+const (
+	// ModeMark sets the published column to now() and keeps the row until
+	// the retention job deletes it.
+	ModeMark = "mark"
+	// ModeDelete deletes the row.
+	ModeDelete = "delete"
+)
+
+// Config is what a user sets for the polling source.
+type Config struct {
+	// URL is the PostgreSQL connection string. Required. The role needs
+	// SELECT, UPDATE (mark) or DELETE on the outbox table, INSERT on the
+	// dead-letter table, and nothing else: no REPLICATION.
+	URL string
+	// Table is the outbox table, schema.table. Default "public.outbox".
+	Table string
+	// Columns names the outbox columns. Default Debezium's names.
+	Columns connector.ColumnMap
+
+	// Interval is how long an idle poller waits before looking again when
+	// no notification wakes it. Default 500ms.
+	Interval time.Duration
+	// MaxInterval caps the wait, which doubles from Interval while the
+	// table stays empty. Default 5s.
+	MaxInterval time.Duration
+	// BatchSize is the most rows one claim takes. Default 1000.
+	BatchSize int
+	// Mode is ModeMark or ModeDelete. Default ModeMark.
+	Mode string
+	// OrderColumn orders an aggregate's events: it must grow in the order
+	// the application inserts them (an identity column does). Default
+	// "seq".
+	OrderColumn string
+	// PublishedColumn is NULL until the row is published, then the time it
+	// was (ModeMark only). Default "published_at".
+	PublishedColumn string
+	// AttemptsColumn counts the failed attempts to publish a row that can
+	// never be published. Default "publish_attempts".
+	AttemptsColumn string
+	// Retention is how long published rows are kept before the retention
+	// job deletes them (ModeMark only). Default 24h.
+	Retention time.Duration
+	// MaxAttempts is how many times a row that can never be published is
+	// tried before it moves to DeadLetterTable. Default 3.
+	MaxAttempts int
+	// DeadLetterTable receives rows that failed MaxAttempts times, schema.table
+	// or a table in the outbox table's schema. Default "<table>_dead_letter".
+	DeadLetterTable string
+	// NotifyChannel is the channel the table's trigger notifies on insert.
+	// Default "outboxrelay".
+	NotifyChannel string
+	// Buckets is how many parts the aggregates are hashed into; instances
+	// share the table bucket by bucket. A power of two up to 1024, the same
+	// on every instance. Default 64.
+	Buckets int
+}
+
+// SetDefaults fills in every zero field.
+func (c *Config) SetDefaults() {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&c.Table, "public.outbox")
+	c.Columns = c.Columns.WithDefaults()
+	if c.Interval == 0 {
+		c.Interval = 500 * time.Millisecond
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = max(5*time.Second, c.Interval)
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	def(&c.Mode, ModeMark)
+	def(&c.OrderColumn, "seq")
+	def(&c.PublishedColumn, "published_at")
+	def(&c.AttemptsColumn, "publish_attempts")
+	if c.Retention == 0 && c.Mode == ModeMark {
+		c.Retention = 24 * time.Hour
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
+	}
+	if c.DeadLetterTable == "" {
+		_, table, _ := splitTable(c.Table)
+		c.DeadLetterTable = table + "_dead_letter"
+	}
+	def(&c.NotifyChannel, "outboxrelay")
+	if c.Buckets == 0 {
+		c.Buckets = 64
+	}
+}
+
+// MaxBuckets is the largest poll.buckets: every claim may take an advisory
+// lock per bucket, and the server's lock table is finite.
+const MaxBuckets = 1024
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("postgres.url is required"))
+	} else if _, err := pgconn.ParseConfig(c.URL); err != nil {
+		errs = append(errs, fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	return errors.Join(append(errs, c.ValidateTable())...)
+}
+
+// ValidateTable is Validate without the connection string: everything
+// [DDL] depends on, and the poll settings.
+func (c *Config) ValidateTable() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := splitTable(c.Table); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Mode {
+	case ModeMark, ModeDelete:
+	default:
+		add("poll.mode: %q is not %s or %s", c.Mode, ModeMark, ModeDelete)
+	}
+	// The poller's own columns must be names, and neither each other nor
+	// an outbox column: a mark would overwrite the event.
+	own := []struct{ key, name string }{{"poll.order_column", c.OrderColumn}, {"poll.attempts_column", c.AttemptsColumn}}
+	if c.Mode != ModeDelete {
+		own = append(own, struct{ key, name string }{"poll.published_column", c.PublishedColumn})
+	}
+	m := c.Columns
+	mapped := map[string]string{m.ID: "id", m.AggregateType: "aggregatetype", m.AggregateID: "aggregateid", m.Type: "type", m.Payload: "payload"}
+	seen := map[string]string{}
+	for _, o := range own {
+		if err := checkName(o.name); err != nil {
+			add("%s: %w", o.key, err)
+			continue
+		}
+		if role, ok := mapped[o.name]; ok && o.key != "poll.order_column" {
+			add("%s: %q is the outbox's %s column; the poller needs a column of its own", o.key, o.name, role)
+		}
+		if other, ok := seen[o.name]; ok {
+			add("%s: %q is also %s; each needs its own column", o.key, o.name, other)
+		}
+		seen[o.name] = o.key
+	}
+	if c.Interval <= 0 {
+		add("poll.interval: %s must be positive", c.Interval)
+	}
+	if c.MaxInterval < c.Interval {
+		add("poll.max_interval: %s is shorter than poll.interval (%s)", c.MaxInterval, c.Interval)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 100000 {
+		add("poll.batch_size: %d is not between 1 and 100000", c.BatchSize)
+	}
+	if c.Retention < 0 {
+		add("poll.retention: %s is negative", c.Retention)
+	}
+	if c.Mode == ModeDelete && c.Retention != 0 {
+		add("poll.retention: %s applies only to mode %s; with mode %s rows are deleted once published", c.Retention, ModeMark, ModeDelete)
+	}
+	if c.MaxAttempts < 1 {
+		add("poll.max_attempts: %d must be at least 1", c.MaxAttempts)
+	}
+	if s, t, err := c.deadLetterName(); err != nil {
+		errs = append(errs, err)
+	} else if ts, tt, _ := splitTable(c.Table); s == ts && t == tt {
+		add("poll.dead_letter_table: %q is the outbox table itself", c.DeadLetterTable)
+	}
+	if err := checkName(c.NotifyChannel); err != nil {
+		add("poll.notify_channel: %w", err)
+	}
+	if c.Buckets < 1 || c.Buckets > MaxBuckets || bits.OnesCount(uint(c.Buckets)) != 1 {
+		add("poll.buckets: %d is not a power of two between 1 and %d", c.Buckets, MaxBuckets)
+	}
+	return errors.Join(errs...)
+}
+
+// deadLetterName splits DeadLetterTable, which defaults to the outbox
+// table's schema.
+func (c *Config) deadLetterName() (schema, table string, err error) {
+	if !strings.Contains(c.DeadLetterTable, ".") {
+		schema, _, _ = splitTable(c.Table)
+		if err := checkName(c.DeadLetterTable); err != nil {
+			return "", "", fmt.Errorf("poll.dead_letter_table: %w", err)
+		}
+		return schema, c.DeadLetterTable, nil
+	}
+	schema, table, err = splitTable(c.DeadLetterTable)
+	if err != nil {
+		return "", "", fmt.Errorf("poll.dead_letter_table: %q is not schema.table (each part 1 to 63 characters)", c.DeadLetterTable)
+	}
+	return schema, table, nil
+}
+
+// checkName accepts what PostgreSQL keeps as an identifier: 1 to 63 bytes
+// without NUL. Names are always quoted, so any other character is fine.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty")
+	case len(name) > 63:
+		return fmt.Errorf("%q is %d bytes long; PostgreSQL names are at most 63", name, len(name))
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%q contains a NUL character", name)
+	}
+	return nil
+}
+
+// splitTable splits "schema.table" (or "table", in schema public). Names
+// are taken as written, case and all; quote neither part.
+func splitTable(name string) (schema, table string, err error) {
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok {
+		schema, table = "public", name
+	}
+	if checkName(schema) != nil || checkName(table) != nil || strings.Contains(table, ".") {
+		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 characters)", name)
+	}
+	return schema, table, nil
+}
+
+// redactErr drops the connection string from pgconn's parse errors, which
+// quote it, password and all.
+func redactErr(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
+	}
+	return err
+}

@@ -1,0 +1,124 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// listener owns the connection that LISTENs for the table's notifications
+// and holds this instance's member lock. Notifications only wake the claim
+// loop, through a channel of one that coalesces them; none is queued.
+type listener struct {
+	src  *Source
+	wake chan<- struct{}
+	conn *pgconn.PgConn
+}
+
+func (s *Source) openListener(ctx context.Context, wake chan<- struct{}) (*listener, error) {
+	l := &listener{src: s, wake: wake}
+	if err := l.connect(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *listener) notify() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// connect opens the connection, takes the member lock, checks that every
+// other instance hashes into as many buckets, and listens.
+func (l *listener) connect(ctx context.Context) error {
+	s := l.src
+	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = applicationName
+	}
+	cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { l.notify() }
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return classify("open the listening connection", err)
+	}
+	// Instances with different poll.buckets hash an aggregate into
+	// different buckets, and so could both hold its rows: each instance
+	// holds a shared lock keyed by its bucket count for as long as it
+	// runs, and refuses to start beside one with another count. Taking the
+	// lock before looking means of two racing instances the later one
+	// always sees the earlier.
+	check := fmt.Sprintf(`SELECT pg_advisory_lock_shared(%[1]d, %[2]d);
+		SELECT coalesce(string_agg(DISTINCT objid::text, ', '), '') FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = %[1]d::oid AND objid <> %[2]d::oid;
+		LISTEN %[3]s`, s.memberKey, s.cfg.Buckets, s.n.channel)
+	results, err := conn.Exec(ctx, check).ReadAll()
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return classify("take the member lock and listen", err)
+	}
+	if others := string(results[1].Rows[0][0]); others != "" {
+		conn.Close(context.WithoutCancel(ctx))
+		return connector.Permanent(fmt.Errorf("another outboxrelay polls %s with poll.buckets %s, and this one has %d: every instance must use the same poll.buckets, or they could publish an aggregate's events out of order; stop the others before changing it",
+			s.cfg.Table, others, s.cfg.Buckets))
+	}
+	l.conn = conn
+	return nil
+}
+
+// run waits for notifications until ctx is done. A lost connection is
+// opened again with backoff, meanwhile the claim loop polls on its own; a
+// bucket count mismatch found on reconnecting goes to fatal.
+func (l *listener) run(ctx context.Context, fatal chan<- error) {
+	s := l.src
+	defer func() {
+		if l.conn != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			l.conn.Close(closeCtx)
+			cancel()
+		}
+	}()
+	wait := s.cfg.Interval
+	for {
+		if l.conn == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if err := l.connect(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if connector.IsPermanent(err) {
+					fatal <- err
+					return
+				}
+				wait = min(2*wait, s.cfg.MaxInterval)
+				s.log.Warn("cannot listen for notifications; polling meanwhile", "err", err, "retry_in", wait)
+				continue
+			}
+			wait = s.cfg.Interval
+			l.notify() // rows may have come while nobody listened
+		}
+		err := l.conn.WaitForNotification(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.log.Warn("lost the listening connection; polling until it is back", "err", err)
+			l.conn.Close(context.WithoutCancel(ctx))
+			l.conn = nil
+		}
+	}
+}

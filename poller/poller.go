@@ -1,0 +1,229 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Source is the polling [connector.Source].
+type Source struct {
+	cfg Config
+	n   sqlNames
+	log *slog.Logger
+
+	// bucketKey and memberKey are the first halves of the two-part
+	// advisory lock keys: bucket locks are (bucketKey, bucket), and each
+	// running instance holds (memberKey, Buckets) shared. Both come from
+	// the table's name, so pollers of different tables never meet.
+	bucketKey, memberKey int32
+
+	delivered    atomic.Int64
+	deadLettered atomic.Int64
+
+	// failedID is the event whose failed attempt was last recorded, so
+	// that Retries can tell the runner's error apart from others.
+	mu       sync.Mutex
+	failedID *string
+}
+
+var _ connector.Source = (*Source)(nil)
+
+// Option wires a source to its surroundings.
+type Option func(*Source)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Source) { s.log = l.With("component", "poll") }
+}
+
+// New returns a source for cfg, or every problem with cfg.
+func New(cfg Config, opts ...Option) (*Source, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := newSQLNames(&cfg)
+	s := &Source{
+		cfg: cfg, n: n, log: slog.New(slog.DiscardHandler),
+		bucketKey: lockKey("outboxrelay poll bucket " + n.tbl),
+		memberKey: lockKey("outboxrelay poll member " + n.tbl),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+func lockKey(s string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return int32(h.Sum32() & 0x7fffffff)
+}
+
+// Delivered counts the events that Kafka acknowledged and this source then
+// marked published or deleted.
+func (s *Source) Delivered() int64 { return s.delivered.Load() }
+
+// DeadLettered counts the rows this source moved to the dead-letter table.
+func (s *Source) DeadLettered() int64 { return s.deadLettered.Load() }
+
+// Retries reports whether err, with which a runner of this source stopped,
+// is the failure of an event that the source has counted against
+// poll.max_attempts. The caller should then run the runner again: the
+// source offers the event again, on its own, and once it has failed
+// max_attempts times moves it to the dead-letter table and goes on. Each
+// recorded failure answers true once.
+func (s *Source) Retries(err error) bool {
+	var ee *connector.EventError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failedID == nil || *s.failedID != ee.EventID {
+		return false
+	}
+	s.failedID = nil
+	return true
+}
+
+func (s *Source) recordFailure(id string) {
+	s.mu.Lock()
+	s.failedID = &id
+	s.mu.Unlock()
+}
+
+// Run implements [connector.Source]. It checks the table, starts the
+// listener (and the retention job in mark mode), and claims batches until
+// ctx is cancelled or the connection fails.
+func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
+	err := s.run(ctx, out)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
+	conn, err := s.connect(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer closeConn(ctx, conn)
+	meta, err := s.inspect(ctx, conn)
+	if err != nil {
+		return err
+	}
+
+	wake := make(chan struct{}, 1)
+	lis, err := s.openListener(ctx, wake)
+	if err != nil {
+		return err
+	}
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	fatal := make(chan error, 1)
+	wg.Go(func() { lis.run(bg, fatal) })
+	if s.cfg.Mode == ModeMark && s.cfg.Retention > 0 {
+		wg.Go(func() { s.retain(bg) })
+	}
+
+	s.log.Info("polling started", "table", s.cfg.Table, "mode", s.cfg.Mode, "buckets", s.cfg.Buckets,
+		"notify_channel", s.cfg.NotifyChannel, "trigger", meta.hasTrigger)
+	c := &claimer{src: s, conn: conn, meta: meta, out: out}
+	return s.loop(ctx, c, wake, fatal)
+}
+
+// loop claims batch after batch while rows wait, and otherwise sleeps
+// until a notification, the interval, or the end. The wait doubles while
+// the table stays empty, up to MaxInterval.
+func (s *Source) loop(ctx context.Context, c *claimer, wake <-chan struct{}, fatal <-chan error) error {
+	wait := s.cfg.Interval
+	for {
+		select {
+		case err := <-fatal:
+			return err
+		default:
+		}
+		res, err := c.claim(ctx)
+		if err != nil {
+			return err
+		}
+		if res.failed {
+			// The runner stops after a failed batch and starts the source
+			// again; a new claim now would only be handed back.
+			<-ctx.Done()
+			return nil
+		}
+		if res.delivered > 0 {
+			wait = s.cfg.Interval
+			continue
+		}
+		if res.busy {
+			// Rows wait in buckets other instances hold; they may let go
+			// of some with their next commit.
+			wait = s.cfg.Interval
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case err := <-fatal:
+			timer.Stop()
+			return err
+		case <-wake:
+			timer.Stop()
+			wait = s.cfg.Interval
+		case <-timer.C:
+			if !res.busy {
+				wait = min(2*wait, s.cfg.MaxInterval)
+			}
+		}
+	}
+}
+
+// applicationName marks the poller's sessions in pg_stat_activity, unless
+// the connection string names its own.
+const applicationName = "outboxrelay poll"
+
+// connect opens an ordinary connection. The claiming connection gets a
+// lock_timeout (unless the user set one), so a row another session keeps
+// locked delays its buckets, with a warning, instead of hanging the relay.
+func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = applicationName
+	}
+	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok && claiming {
+		cfg.RuntimeParams["lock_timeout"] = "10s"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify("connect to PostgreSQL", err)
+	}
+	return conn, nil
+}
+
+func closeConn(ctx context.Context, conn *pgx.Conn) {
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(closeCtx)
+}

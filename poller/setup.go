@@ -1,0 +1,145 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Type OIDs the poller treats specially.
+const (
+	byteaOID       = 17
+	int4ArrayOID   = 1007
+	int4OID        = 23
+	timestamptzOID = 1184
+)
+
+// column is a column of the outbox table.
+type column struct {
+	name  string
+	typ   uint32
+	bytea bool // bytea or a domain over it: read as raw bytes
+}
+
+// tableMeta is what the claim query needs to know of the table.
+type tableMeta struct {
+	// cols are the columns that make up an event: every column of the
+	// table, in table order, but the poller's published and attempts
+	// columns.
+	cols []column
+	// claimSQL selects the event columns, then ctid, the event time in
+	// microseconds and the attempts so far.
+	claimSQL string
+	formats  []int16
+	// timeFromOrder: the event time is the ordering column (a timestamptz)
+	// rather than the claim's now().
+	timeFromOrder bool
+	hasTrigger    bool
+}
+
+// inspect checks that the table has what the poller needs and works out
+// the claim query. A missing piece is a permanent error that says how to
+// add it.
+func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error) {
+	n := &s.n
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname, a.atttypid, (CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END) = 'bytea'::regtype
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		JOIN pg_type t ON t.oid = a.atttypid
+		WHERE ns.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, n.schema, n.table)
+	if err != nil {
+		return nil, classify("read the outbox table's columns", err)
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (column, error) {
+		var c column
+		err := r.Scan(&c.name, &c.typ, &c.bytea)
+		return c, err
+	})
+	if err != nil {
+		return nil, classify("read the outbox table's columns", err)
+	}
+	if len(all) == 0 {
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s does not exist, or the role cannot see it (create it, or set outbox.table)", n.tbl))
+	}
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.name
+	}
+	m := s.cfg.Columns
+	need := []string{m.ID, m.AggregateType, m.AggregateID, s.cfg.OrderColumn, s.cfg.AttemptsColumn}
+	if s.cfg.Mode == ModeMark {
+		need = append(need, s.cfg.PublishedColumn)
+	}
+	var missing []string
+	for _, c := range need {
+		if !slices.Contains(names, c) {
+			missing = append(missing, fmt.Sprintf("%q", c))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s has no column %s (it has %s): apply the SQL that `outboxrelay poll-ddl` prints, or map yours under outbox.columns and poll",
+			n.tbl, strings.Join(missing, ", "), strings.Join(names, ", ")))
+	}
+
+	var dlExists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, n.dl).Scan(&dlExists); err != nil {
+		return nil, classify("look up the dead-letter table", err)
+	}
+	if !dlExists {
+		return nil, connector.Permanent(fmt.Errorf("dead-letter table %s does not exist: apply the SQL that `outboxrelay poll-ddl` prints, or set poll.dead_letter_table", n.dl))
+	}
+
+	meta := &tableMeta{}
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = $2 AND tgenabled <> 'D')`,
+		n.tbl, n.triggerRaw).Scan(&meta.hasTrigger)
+	if err != nil {
+		return nil, classify("look up the notify trigger", err)
+	}
+	if !meta.hasTrigger {
+		s.log.Info("the outbox table has no enabled outboxrelay_notify trigger; polling every interval instead of waking on inserts (`outboxrelay poll-ddl` prints it)",
+			"table", s.cfg.Table, "interval", s.cfg.Interval, "max_interval", s.cfg.MaxInterval)
+	}
+
+	var sel []string
+	for _, c := range all {
+		if c.name == s.cfg.AttemptsColumn || (s.cfg.Mode == ModeMark && c.name == s.cfg.PublishedColumn) {
+			continue
+		}
+		if c.name == s.cfg.OrderColumn && c.typ == timestamptzOID {
+			meta.timeFromOrder = true
+		}
+		meta.cols = append(meta.cols, c)
+		sel = append(sel, quote(c.name))
+		if c.bytea {
+			meta.formats = append(meta.formats, 1) // binary: the raw bytes
+		} else {
+			meta.formats = append(meta.formats, 0) // text, as pgoutput sends
+		}
+	}
+	at := "now()"
+	if meta.timeFromOrder {
+		at = "coalesce(" + n.order + ", now())"
+	}
+	sel = append(sel, "ctid::text", "(extract(epoch FROM "+at+") * 1000000)::int8", n.attempts)
+	meta.formats = append(meta.formats, 0, 0, 0)
+
+	// The claim: the oldest unpublished rows of the buckets this
+	// transaction holds, locked until it ends. Only a holder of a bucket's
+	// advisory lock claims its rows, so no other poller has them locked;
+	// a lock on one of them belongs to some other session (an operator's
+	// UPDATE, say). SKIP LOCKED would hand out that aggregate's later
+	// events first, so the claim waits instead, up to lock_timeout.
+	// Plan: an index scan of the partial index on (order, id) in order,
+	// filtered by bucket, under LockRows and Limit.
+	meta.claimSQL = fmt.Sprintf(`SELECT %s FROM %s WHERE %s AND %s = ANY($1::int4[]) ORDER BY %s, %s LIMIT $2 FOR UPDATE`,
+		strings.Join(sel, ", "), n.tbl, n.unpublished, n.bucket, n.order, n.id)
+	return meta, nil
+}
