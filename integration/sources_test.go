@@ -12,7 +12,7 @@ import (
 )
 
 // sourceKinds are the sources the behavioural suite runs against.
-var sourceKinds = []sourceKind{cdcKind}
+var sourceKinds = []sourceKind{cdcKind, pollKind}
 
 var cdcKind = sourceKind{
 	name: "cdc",

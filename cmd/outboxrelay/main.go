@@ -21,6 +21,8 @@ const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
 Usage:
   outboxrelay run --config FILE    relay until SIGTERM or SIGINT
   outboxrelay demo                 run it end to end on a throwaway PostgreSQL and in-process broker
+  outboxrelay poll-ddl             print the SQL that readies the outbox table for source: poll
+                                   (for the table and poll keys of --config FILE, if given)
   outboxrelay version              print the version
   outboxrelay config-reference     print the configuration keys as a Markdown table
 
@@ -61,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return app.Run(ctx, cfg, app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format))
 	case "demo":
 		return demo.Run(ctx, stdout, stderr)
+	case "poll-ddl":
+		return pollDDL(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "outboxrelay", app.Version)
 		return nil

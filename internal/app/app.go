@@ -25,9 +25,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer snk.Close()
 
 	var src connector.Source
+	var retry func(error) bool
 	switch cfg.Source {
 	case "cdc":
 		src, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log))
+	case "poll":
+		src, retry, err = newPoller(cfg, log)
 	default:
 		err = fmt.Errorf("source %q is not supported", cfg.Source)
 	}
@@ -40,7 +43,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("outboxrelay starting", "version", Version, "source", cfg.Source, "table", cfg.Outbox.Table,
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
-	if err := r.Run(ctx); err != nil {
+	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
 		return err
 	}
 	log.Info("outboxrelay stopped")

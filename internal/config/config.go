@@ -23,6 +23,7 @@ type Config struct {
 	Outbox   Outbox   `yaml:"outbox"`
 	Source   string   `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll." default:"cdc"`
 	CDC      CDC      `yaml:"cdc"`
+	Poll     Poll     `yaml:"poll"`
 	Kafka    Kafka    `yaml:"kafka"`
 	Routing  Routing  `yaml:"routing"`
 	Log      Log      `yaml:"log"`
@@ -150,6 +151,10 @@ func (c *Config) Validate() error {
 		cc := c.CDCConfig()
 		cc.SetDefaults()
 		if err := cc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	case "poll":
+		if err := c.validatePoll(); err != nil {
 			errs = append(errs, err)
 		}
 	default:

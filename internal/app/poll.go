@@ -1,0 +1,43 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/poller"
+)
+
+// newPoller builds the polling source. retry tells whether the runner,
+// stopped by an event that can never be published, should run again: the
+// poller counts such failures and, after poll.max_attempts, moves the row
+// to its dead-letter table, so running again is how the relay goes on.
+func newPoller(cfg *config.Config, log *slog.Logger) (src connector.Source, retry func(error) bool, err error) {
+	p, err := poller.New(cfg.PollConfig(), poller.WithLogger(log))
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, p.Retries, nil
+}
+
+// retryPause is the pause before running again after a counted failure.
+const retryPause = time.Second
+
+// runRetrying runs run until it returns nil or an error that retry (when
+// not nil) does not take.
+func runRetrying(ctx context.Context, run func(context.Context) error, retry func(error) bool, log *slog.Logger) error {
+	for {
+		err := run(ctx)
+		if err == nil || retry == nil || !retry(err) {
+			return err
+		}
+		log.Warn("relay stopped on an event the poller will retry or dead-letter; running again", "component", "app", "err", err, "retry_in", retryPause)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retryPause):
+		}
+	}
+}
