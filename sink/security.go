@@ -173,20 +173,47 @@ func ClientOptions(c Config) ([]kgo.Opt, error) {
 }
 
 // ExplainConnError says in words what a failure to talk to the brokers
-// means when TLS or SASL caused it, and marks those causes permanent: a
-// wrong password or an untrusted certificate stays wrong until someone
-// changes the configuration. Other errors are returned unchanged.
+// means when TLS or SASL caused it. When the cause is certain (the broker
+// said the credentials are wrong, the certificate does not verify) the
+// error is marked permanent: it stays wrong until someone changes the
+// configuration. A guess from a closed connection only adds the hint, since
+// a broker restarting closes connections too. Other errors are returned
+// unchanged.
 func ExplainConnError(c Config, err error) error {
-	if err == nil {
-		return nil
+	p := DiagnoseConnError(c, err)
+	switch {
+	case p.Hint == "":
+		return err
+	case p.Certain:
+		return connector.Permanent(fmt.Errorf("%w (%s)", err, p.Hint))
 	}
-	if hint := connHint(c, err); hint != "" {
-		return connector.Permanent(fmt.Errorf("%w (%s)", err, hint))
-	}
-	return err
+	return fmt.Errorf("%w (%s)", err, p.Hint)
 }
 
-func connHint(c Config, err error) string {
+// Areas of a connection problem that [DiagnoseConnError] recognises.
+const (
+	AreaTLS  = "tls"
+	AreaSASL = "sasl"
+)
+
+// ConnProblem is what [DiagnoseConnError] makes of an error.
+type ConnProblem struct {
+	// Area is AreaTLS or AreaSASL; empty when the cause may be either or
+	// is not recognised.
+	Area string
+	// Hint says what to change; empty when the error is not recognised.
+	Hint string
+	// Certain is true when the broker or the certificate said so, false
+	// for a guess from a closed connection.
+	Certain bool
+}
+
+// DiagnoseConnError says whether err, from talking to c's brokers, comes
+// from TLS or SASL, and what to change.
+func DiagnoseConnError(c Config, err error) ConnProblem {
+	if err == nil {
+		return ConnProblem{}
+	}
 	var (
 		unknownCA x509.UnknownAuthorityError
 		hostname  x509.HostnameError
@@ -194,42 +221,42 @@ func connHint(c Config, err error) string {
 		verify    *tls.CertificateVerificationError
 		header    tls.RecordHeaderError
 		op        *net.OpError
+		firstEOF  *kgo.ErrFirstReadEOF
 	)
+	certain := func(area, hint string) ConnProblem { return ConnProblem{Area: area, Hint: hint, Certain: true} }
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
-		return fmt.Sprintf("the broker rejected the SASL credentials (%s): check kafka.sasl.username and the password", c.SASL)
+		return certain(AreaSASL, fmt.Sprintf("the broker rejected the SASL credentials (%s): check kafka.sasl.username and the password", c.SASL))
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
-		return fmt.Sprintf("the broker does not offer SASL mechanism %s: set kafka.sasl.mechanism to one it enables (sasl.enabled.mechanisms)", strings.ToUpper(c.SASL.Mechanism))
+		return certain(AreaSASL, fmt.Sprintf("the broker does not offer SASL mechanism %s: set kafka.sasl.mechanism to one it enables (sasl.enabled.mechanisms)", strings.ToUpper(c.SASL.Mechanism)))
 	case errors.Is(err, kerr.IllegalSaslState):
-		return "the broker refused the SASL exchange: check kafka.sasl.mechanism against the listener's configuration"
+		return certain(AreaSASL, "the broker refused the SASL exchange: check kafka.sasl.mechanism against the listener's configuration")
 	case errors.As(err, &unknownCA):
-		return "the broker's certificate is not signed by a trusted authority: set kafka.tls.ca_file to the CA that signed it"
+		return certain(AreaTLS, "the broker's certificate is not signed by a trusted authority: set kafka.tls.ca_file to the CA that signed it")
 	case errors.As(err, &hostname):
-		return fmt.Sprintf("the broker's certificate is not valid for %q: connect by a name it carries, or set kafka.tls.server_name", hostname.Host)
+		return certain(AreaTLS, fmt.Sprintf("the broker's certificate is not valid for %q: connect by a name it carries, or set kafka.tls.server_name", hostname.Host))
 	case errors.As(err, &invalid):
-		return "the broker's certificate is invalid (expired, or not for serving TLS): renew it"
+		return certain(AreaTLS, "the broker's certificate is invalid (expired, or not for serving TLS): renew it")
 	case errors.As(err, &verify):
-		return "the broker's certificate could not be verified: check kafka.tls.ca_file and kafka.tls.server_name"
+		return certain(AreaTLS, "the broker's certificate could not be verified: check kafka.tls.ca_file and kafka.tls.server_name")
 	case errors.As(err, &header):
-		return "the broker did not answer with TLS: its listener is plaintext, so turn kafka.tls.enabled off or use the broker's TLS port"
+		return certain(AreaTLS, "the broker did not answer with TLS: its listener is plaintext, so turn kafka.tls.enabled off or use the broker's TLS port")
 	case errors.As(err, &op) && op.Op == "remote error":
-		// A TLS alert from the broker.
-		return "the broker ended the TLS handshake: it may require a client certificate (kafka.tls.cert_file, kafka.tls.key_file) or reject the one given"
-	case isEOF(err) && (c.TLS.Enabled || c.SASL.Mechanism != ""):
-		// Brokers (Kafka and kfake alike) drop the connection on a failed
-		// SASL authentication instead of answering with an error code, and
-		// Kafka drops a TLS ClientHello on a plaintext listener as an
-		// oversized request.
-		var causes []string
-		if c.SASL.Mechanism != "" {
-			causes = append(causes, fmt.Sprintf("it rejected the SASL credentials (%s): check kafka.sasl.username, the password and the mechanism", c.SASL))
-		}
+		// A TLS alert: the broker refused the handshake.
+		return certain(AreaTLS, "the broker ended the TLS handshake: it may require a client certificate (kafka.tls.cert_file, kafka.tls.key_file) or reject the one given")
+	case errors.As(err, &firstEOF):
+		// kgo's guess: the broker hung up at once. After a TLS dial that
+		// is a plaintext listener; without TLS, one that wants TLS or SASL.
 		if c.TLS.Enabled {
-			causes = append(causes, "its listener is plaintext: turn kafka.tls.enabled off or use the broker's TLS port")
+			return ConnProblem{Area: AreaTLS, Hint: "the broker closed the connection during the TLS handshake: if this persists, its listener is plaintext, so turn kafka.tls.enabled off or use the broker's TLS port"}
 		}
-		return "the broker closed the connection; " + strings.Join(causes, ", or ")
+		return ConnProblem{Hint: "the broker closed the connection at once: if this persists, its listener requires TLS (kafka.tls) or SASL (kafka.sasl)"}
+	case isEOF(err) && c.SASL.Mechanism != "":
+		// Kafka answers wrong credentials with SASL_AUTHENTICATION_FAILED
+		// (above); other brokers, kfake among them, just hang up.
+		return ConnProblem{Area: AreaSASL, Hint: fmt.Sprintf("the broker closed the connection during authentication, as some brokers do on wrong SASL credentials (%s): if this persists, check kafka.sasl.username, the password and the mechanism", c.SASL)}
 	}
-	return ""
+	return ConnProblem{}
 }
 
 // isEOF reports a connection the broker closed.

@@ -126,49 +126,56 @@ func TestSecureBrokers(t *testing.T) {
 }
 
 // TestSecureBrokersRefuse checks that a wrong password, an untrusted or
-// misnamed certificate and a missing client certificate each fail with an error that says what to fix, is
-// permanent (no retry loop), and never shows the password.
+// misnamed certificate and a missing client certificate each fail with an
+// error that says what to fix and never shows the password. A certificate
+// problem is permanent (no retry loop); kfake answers a wrong password by
+// hanging up, which a restarting broker also does, so that stays
+// retryable (Kafka's own SASL_AUTHENTICATION_FAILED is permanent).
 func TestSecureBrokersRefuse(t *testing.T) {
 	certs := testenv.NewCerts(t)
 	other := testenv.NewCerts(t) // a CA that did not sign the broker's certificate
 	for _, tc := range []struct {
-		name   string
-		broker []kfake.Opt
-		tls    sink.TLS
-		sasl   sink.SASL
-		want   string
+		name      string
+		broker    []kfake.Opt
+		tls       sink.TLS
+		sasl      sink.SASL
+		want      string
+		permanent bool
 	}{
 		{
 			name:   "wrong scram password",
 			broker: []kfake.Opt{kfake.TLS(certs.ServerTLS(false)), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "the-right-one")},
 			tls:    sink.TLS{Enabled: true, CAFile: certs.CAFile},
 			sasl:   sink.SASL{Mechanism: "scram-sha-256", Username: "relay", Password: testPassword},
-			want:   `SASL credentials (SCRAM-SHA-256 as "relay")`,
+			want:   `wrong SASL credentials (SCRAM-SHA-256 as "relay")`,
 		},
 		{
 			name:   "wrong plain password",
 			broker: []kfake.Opt{kfake.TLS(certs.ServerTLS(false)), kfake.EnableSASL(), kfake.Superuser("PLAIN", "relay", "the-right-one")},
 			tls:    sink.TLS{Enabled: true, CAFile: certs.CAFile},
 			sasl:   sink.SASL{Mechanism: "plain", Username: "relay", Password: testPassword},
-			want:   `SASL credentials (PLAIN as "relay")`,
+			want:   `wrong SASL credentials (PLAIN as "relay")`,
 		},
 		{
-			name:   "untrusted certificate",
-			broker: []kfake.Opt{kfake.TLS(certs.ServerTLS(false))},
-			tls:    sink.TLS{Enabled: true, CAFile: other.CAFile},
-			want:   "set kafka.tls.ca_file to the CA that signed it",
+			name:      "untrusted certificate",
+			broker:    []kfake.Opt{kfake.TLS(certs.ServerTLS(false))},
+			tls:       sink.TLS{Enabled: true, CAFile: other.CAFile},
+			want:      "set kafka.tls.ca_file to the CA that signed it",
+			permanent: true,
 		},
 		{
-			name:   "certificate for another name",
-			broker: []kfake.Opt{kfake.TLS(certs.ServerTLS(false))},
-			tls:    sink.TLS{Enabled: true, CAFile: certs.CAFile, ServerName: "kafka.example.com"},
-			want:   "kafka.tls.server_name",
+			name:      "certificate for another name",
+			broker:    []kfake.Opt{kfake.TLS(certs.ServerTLS(false))},
+			tls:       sink.TLS{Enabled: true, CAFile: certs.CAFile, ServerName: "kafka.example.com"},
+			want:      "kafka.tls.server_name",
+			permanent: true,
 		},
 		{
-			name:   "no client certificate for mutual tls",
-			broker: []kfake.Opt{kfake.TLS(certs.ServerTLS(true))},
-			tls:    sink.TLS{Enabled: true, CAFile: certs.CAFile},
-			want:   "client certificate",
+			name:      "no client certificate for mutual tls",
+			broker:    []kfake.Opt{kfake.TLS(certs.ServerTLS(true))},
+			tls:       sink.TLS{Enabled: true, CAFile: certs.CAFile},
+			want:      "client certificate",
+			permanent: true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,8 +188,8 @@ func TestSecureBrokersRefuse(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
-			if !connector.IsPermanent(err) {
-				t.Errorf("error %q is not permanent; the relay would retry a configuration that cannot work", err)
+			if connector.IsPermanent(err) != tc.permanent {
+				t.Errorf("error %q: permanent %v, want %v", err, connector.IsPermanent(err), tc.permanent)
 			}
 			if strings.Contains(err.Error(), testPassword) {
 				t.Errorf("error shows the password: %q", err)

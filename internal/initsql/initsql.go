@@ -1,0 +1,288 @@
+package initsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Options say what to set up. Names are taken as written (case and all)
+// and are always quoted in the SQL.
+type Options struct {
+	// Source is "cdc" or "poll".
+	Source string
+	// Schema and Table name the outbox table; Columns its columns
+	// (Debezium's names by default).
+	Schema, Table string
+	Columns       connector.ColumnMap
+	// Database is the database the relay connects to, for GRANT CONNECT.
+	Database string
+	// Role is the relay's role, created when missing.
+	Role string
+	// RoleVerifier, when set, becomes the role's password: a
+	// SCRAM-SHA-256 verifier from [ScramVerifier], so the SQL never holds
+	// the password itself. Empty leaves the password alone.
+	RoleVerifier string
+	// Publication and Slot are the cdc source's; Slot empty skips creating
+	// the slot.
+	Publication, Slot string
+	// PollerDDL is the poller's own DDL (poller.DDL): its columns, index,
+	// dead-letter table and notify trigger. DeadLetterSchema and
+	// DeadLetterTable name the table the poller inserts failed rows into.
+	PollerDDL                         string
+	DeadLetterSchema, DeadLetterTable string
+}
+
+// Statement is one step of the script.
+type Statement struct {
+	// Comment says why, in a line or a few.
+	Comment string
+	SQL     string
+}
+
+// Script is what a DBA runs: Tx in one transaction, then After (which
+// cannot run in a transaction that has written: creating a slot).
+type Script struct {
+	Header []string
+	Tx     []Statement
+	After  []Statement
+}
+
+// Build returns the script for o. It checks that every name is one
+// PostgreSQL can hold; quotes, semicolons and spaces are fine, since every
+// name is quoted.
+func Build(o Options) (Script, error) {
+	o.Columns = o.Columns.WithDefaults()
+	if err := o.validate(); err != nil {
+		return Script{}, err
+	}
+	tbl := ident(o.Schema, o.Table)
+	role := ident(o.Role)
+	m := o.Columns
+	var s Script
+	add := func(comment, format string, args ...any) {
+		s.Tx = append(s.Tx, Statement{Comment: comment, SQL: fmt.Sprintf(format, args...)})
+	}
+
+	who := "Run it as a superuser (only one may give a role REPLICATION); every"
+	if o.Source == "poll" {
+		who = "Run it as a superuser, or as the outbox table's owner with CREATEROLE; every"
+	}
+	s.Header = []string{
+		fmt.Sprintf("What outboxrelay (source: %s) needs on database %s, for role %s.", o.Source, ident(o.Database), role),
+		who,
+		"statement can be run again. With psql: psql -v ON_ERROR_STOP=1 -d <database> -f init.sql",
+	}
+
+	if o.Schema != "public" {
+		add("The outbox table's schema.", "CREATE SCHEMA IF NOT EXISTS %s;", ident(o.Schema))
+	}
+	add("The outbox table, as Debezium's outbox event router expects it; skipped\nwhen it exists. The application inserts a row in the transaction that\nchanges the aggregate.",
+		`CREATE TABLE IF NOT EXISTS %s (
+  %s uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s jsonb
+);`, tbl, pad(m.ID, m), pad(m.AggregateType, m), pad(m.AggregateID, m), pad(m.Type, m), pad(m.Payload, m))
+
+	switch o.Source {
+	case "cdc":
+		pub := ident(o.Publication)
+		add("The publication: inserts into the outbox table and nothing else. Creating\nit needs ownership of the table, which is why it is here and not left to\nthe relay's role.",
+			"%s", doBlock(fmt.Sprintf(`IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = %s) THEN
+    CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');
+  ELSIF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
+    ALTER PUBLICATION %s ADD TABLE %s;
+  END IF;`, literal(o.Publication), pub, tbl, literal(o.Publication), literal(o.Schema), literal(o.Table), pub, tbl)))
+		add("The relay's role: it logs in and streams changes (REPLICATION); it is not\na superuser and owns nothing. On a managed service that keeps REPLICATION\nfor itself, grant its role instead (Amazon RDS: GRANT rds_replication TO ...;\nCloud SQL: ALTER ROLE ... WITH REPLICATION as cloudsqlsuperuser).",
+			"%s", doBlock(fmt.Sprintf(`IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN
+    CREATE ROLE %s LOGIN REPLICATION;
+  ELSE
+    ALTER ROLE %s LOGIN REPLICATION;
+  END IF;`, literal(o.Role), role, role)))
+	case "poll":
+		add("The relay's role: it logs in and reads and updates the outbox; it needs no\nREPLICATION, is not a superuser and owns nothing.",
+			"%s", doBlock(fmt.Sprintf(`IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN
+    CREATE ROLE %s LOGIN;
+  ELSE
+    ALTER ROLE %s LOGIN;
+  END IF;`, literal(o.Role), role, role)))
+	}
+	if o.RoleVerifier != "" {
+		add("The role's password, as a SCRAM-SHA-256 verifier: the password itself is\nnot in this script or in the server's logs.",
+			"ALTER ROLE %s PASSWORD %s;", role, literal(o.RoleVerifier))
+	} else {
+		s.Header = append(s.Header, fmt.Sprintf("No password is set here; give the role one with psql's \\password %s", role))
+	}
+	add("", "GRANT CONNECT ON DATABASE %s TO %s;", ident(o.Database), role)
+	add("", "GRANT USAGE ON SCHEMA %s TO %s;", ident(o.Schema), role)
+	switch o.Source {
+	case "cdc":
+		add("Reading the table is all the relay does with it: the initial lookup of its\ncolumns, and logical replication, which checks SELECT.",
+			"GRANT SELECT ON TABLE %s TO %s;", tbl, role)
+	case "poll":
+		add("The poller claims rows (SELECT ... FOR UPDATE), marks them published\n(UPDATE) and deletes them after retention or when they move to the\ndead-letter table (DELETE).",
+			"GRANT SELECT, UPDATE, DELETE ON TABLE %s TO %s;", tbl, role)
+		s.Tx = append(s.Tx, Statement{Comment: "The poller's columns, index, dead-letter table and notify trigger.", SQL: strings.TrimSpace(o.PollerDDL)})
+		if o.DeadLetterSchema != o.Schema {
+			add("", "GRANT USAGE ON SCHEMA %s TO %s;", ident(o.DeadLetterSchema), role)
+		}
+		add("Rows that can never be published move here, with the reason.",
+			"GRANT INSERT ON TABLE %s TO %s;", ident(o.DeadLetterSchema, o.DeadLetterTable), role)
+	}
+
+	if o.Source == "cdc" && o.Slot != "" {
+		s.After = append(s.After, Statement{
+			Comment: "The replication slot, after the transaction (a slot cannot be created in a\ntransaction that has written). It captures only what commits after it\nexists: creating it now, before the application writes events, means none\nis missed before the relay first starts. Until the relay reads it, it holds\nWAL: start the relay soon, or drop it (SELECT pg_drop_replication_slot(...)).",
+			SQL: fmt.Sprintf("SELECT slot_name FROM pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);",
+				literal(o.Slot), literal(o.Slot)),
+		})
+	}
+	return s, nil
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	check := func(what, name string) {
+		switch {
+		case name == "":
+			errs = append(errs, fmt.Errorf("%s is empty", what))
+		case len(name) > 63:
+			errs = append(errs, fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte limit on names", what, name))
+		case strings.IndexByte(name, 0) >= 0:
+			errs = append(errs, fmt.Errorf("%s %q contains a NUL byte", what, name))
+		}
+	}
+	check("the outbox table's schema", o.Schema)
+	check("the outbox table", o.Table)
+	check("the database", o.Database)
+	check("the role", o.Role)
+	for _, c := range []string{o.Columns.ID, o.Columns.AggregateType, o.Columns.AggregateID, o.Columns.Type, o.Columns.Payload} {
+		check("an outbox column", c)
+	}
+	switch o.Source {
+	case "cdc":
+		check("the publication", o.Publication)
+	case "poll":
+		check("the dead-letter table's schema", o.DeadLetterSchema)
+		check("the dead-letter table", o.DeadLetterTable)
+		if strings.TrimSpace(o.PollerDDL) == "" {
+			errs = append(errs, errors.New("the poller's DDL is missing"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("source %q is not cdc or poll", o.Source))
+	}
+	return errors.Join(errs...)
+}
+
+// String is the script as a DBA runs it with psql.
+func (s Script) String() string {
+	var b strings.Builder
+	for _, h := range s.Header {
+		b.WriteString("-- " + h + "\n")
+	}
+	b.WriteString("\nBEGIN;\n")
+	for _, st := range append(s.Tx[:len(s.Tx):len(s.Tx)], Statement{SQL: "COMMIT;"}) {
+		b.WriteString("\n")
+		if st.Comment != "" {
+			for line := range strings.SplitSeq(st.Comment, "\n") {
+				b.WriteString("-- " + line + "\n")
+			}
+		}
+		b.WriteString(st.SQL + "\n")
+	}
+	for _, st := range s.After {
+		b.WriteString("\n")
+		for line := range strings.SplitSeq(st.Comment, "\n") {
+			b.WriteString("-- " + line + "\n")
+		}
+		b.WriteString(st.SQL + "\n")
+	}
+	return b.String()
+}
+
+// Apply runs the script on conn: Tx in one transaction, then After. An
+// error names the step that failed; nothing of Tx stays after one.
+func Apply(ctx context.Context, conn *pgx.Conn, s Script) (err error) {
+	pc := conn.PgConn()
+	// The simple protocol: the poller's DDL is several statements.
+	run := func(sql string) error { return pc.Exec(ctx, sql).Close() }
+	if err := run("BEGIN"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = run("ROLLBACK")
+		}
+	}()
+	for _, st := range s.Tx {
+		if err := run(st.SQL); err != nil {
+			return fmt.Errorf("%s: %w", st.label(), err)
+		}
+	}
+	if err := run("COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, st := range s.After {
+		if err := run(st.SQL); err != nil {
+			return fmt.Errorf("%s: %w", st.label(), err)
+		}
+	}
+	return nil
+}
+
+// label names a statement in an error: its first line, or for a DO block
+// the first line of its comment.
+func (st Statement) label() string {
+	line, _, _ := strings.Cut(st.SQL, "\n")
+	if strings.HasPrefix(line, "DO ") && st.Comment != "" {
+		line, _, _ = strings.Cut(st.Comment, "\n")
+		return strings.TrimSuffix(line, ".")
+	}
+	// A password verifier is not a password, but it stays out of errors.
+	if i := strings.Index(line, " PASSWORD "); i >= 0 {
+		line = line[:i] + " PASSWORD ..."
+	}
+	return line
+}
+
+// pad quotes a column name and pads it to the longest of m's, so the
+// types line up.
+func pad(name string, m connector.ColumnMap) string {
+	width := 0
+	for _, n := range []string{m.ID, m.AggregateType, m.AggregateID, m.Type, m.Payload} {
+		width = max(width, len(ident(n)))
+	}
+	q := ident(name)
+	return q + strings.Repeat(" ", width-len(q))
+}
+
+// ident quotes a name, or schema.name, for SQL.
+func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
+
+// literal quotes s as an SQL string. A backslash makes it an E” string,
+// whose meaning does not depend on standard_conforming_strings: with that
+// off, a backslash in a plain ” string would escape the closing quote.
+func literal(s string) string {
+	q := strings.ReplaceAll(s, "'", "''")
+	if strings.Contains(s, `\`) {
+		return "E'" + strings.ReplaceAll(q, `\`, `\\`) + "'"
+	}
+	return "'" + q + "'"
+}
+
+// doBlock wraps PL/pgSQL in a DO statement, with a dollar quote that the
+// body (names included) cannot close.
+func doBlock(body string) string {
+	tag := "$outboxrelay$"
+	for i := 1; strings.Contains(body, tag); i++ {
+		tag = fmt.Sprintf("$outboxrelay%d$", i)
+	}
+	return "DO " + tag + "\nBEGIN\n  " + body + "\nEND\n" + tag + ";"
+}
