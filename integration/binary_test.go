@@ -110,6 +110,7 @@ func (s *syncBuffer) String() string {
 
 // yamlConfig is a minimal config for the binary.
 func yamlConfig(url string, brokers []string, extra string) string {
-	return fmt.Sprintf("postgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: text\n%s",
+	// Any free port for the HTTP endpoint: instances run side by side.
+	return fmt.Sprintf("postgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: text\nhttp:\n  listen: 127.0.0.1:0\n%s",
 		url, strings.Join(brokers, ", "), extra)
 }

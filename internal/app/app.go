@@ -18,7 +18,11 @@ var Version = "dev"
 // Run relays until ctx is cancelled (a graceful stop, nil) or an error that
 // restarting cannot fix.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	snk, err := sink.New(cfg.SinkConfig(), sink.WithLogger(log))
+	obs, err := newObserver(cfg, log)
+	if err != nil {
+		return err
+	}
+	snk, err := sink.New(cfg.SinkConfig(), append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
 	if err != nil {
 		return err
 	}
@@ -37,16 +41,22 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r, err := connector.NewRunner(src, snk, cfg.RunnerConfig(), connector.WithLogger(log.With("component", "runner")))
+	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), connector.WithLogger(log.With("component", "runner")))
 	if err != nil {
 		return err
 	}
-	log.Info("outboxrelay starting", "version", Version, "source", cfg.Source, "table", cfg.Outbox.Table,
+	log.Info("outboxrelay starting", "component", "app", "version", Version, "source", cfg.Source, "table", cfg.Outbox.Table,
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
+	stopHTTP, err := obs.serve(ctx, snk)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
 		return err
 	}
-	log.Info("outboxrelay stopped")
+	stopHTTP()
+	log.Info("outboxrelay stopped", "component", "app")
 	return nil
 }
 

@@ -28,6 +28,7 @@ type Config struct {
 	Routing  Routing  `yaml:"routing"`
 	Log      Log      `yaml:"log"`
 	Shutdown Shutdown `yaml:"shutdown"`
+	HTTP     HTTP     `yaml:"http"`
 }
 
 // Postgres is the database connection.
@@ -140,6 +141,7 @@ func (c *Config) setDefaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "json"
 	}
+	c.HTTP.setDefaults()
 }
 
 // Validate reports every problem at once, checking each part with the
@@ -171,6 +173,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateNames()...)
+	hc := c.HTTP
+	hc.setDefaults()
+	if err := hc.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

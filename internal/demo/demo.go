@@ -83,6 +83,8 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 	cfg, err := config.Load("", []string{
 		config.EnvName("postgres.url") + "=" + dbURL,
 		config.EnvName("kafka.brokers") + "=" + strings.Join(broker.ListenAddrs(), ","),
+		// Any free port: the demo must not fail because 8080 is taken.
+		config.EnvName("http.listen") + "=127.0.0.1:0",
 	})
 	if err != nil {
 		return err

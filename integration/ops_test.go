@@ -1,0 +1,380 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/outboxrelay/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+)
+
+// The operations suite runs the whole relay as the binary does (app.Run
+// with a loaded configuration) and watches it from outside, through its
+// HTTP endpoint and its log.
+
+// endpoint is a relay's HTTP endpoint.
+type endpoint struct {
+	base string // http://host:port
+	// seen keeps every answer, to search for secrets.
+	seen *syncBuffer
+}
+
+// appRelay is app.Run working in the background.
+type appRelay struct {
+	endpoint
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startApp loads the configuration from env, as the binary does, runs it
+// and waits for the HTTP endpoint to listen.
+func startApp(t *testing.T, env map[string]string) *appRelay {
+	t.Helper()
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, config.EnvName(k)+"="+v)
+	}
+	cfg, err := config.Load("", environ)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a := &appRelay{endpoint: endpoint{seen: &syncBuffer{}}, logs: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go func() { a.done <- app.Run(ctx, cfg, app.NewLogger(a.logs, cfg.Log.Level, "json")) }()
+	t.Cleanup(func() {
+		a.stop(t)
+		if t.Failed() {
+			t.Logf("relay log:\n%s", a.logs.String())
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for a.base == "" {
+		for _, l := range logLines(t, a.logs.String()) {
+			if l["component"] == "http" && l["addr"] != nil {
+				a.base = "http://" + l["addr"].(string)
+			}
+		}
+		select {
+		case err := <-a.done:
+			t.Fatalf("relay stopped before serving: %v\n%s", err, a.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never logged its HTTP address:\n%s", a.logs.String())
+		}
+	}
+	return a
+}
+
+func (a *appRelay) stop(t *testing.T) {
+	t.Helper()
+	if a.done == nil {
+		return
+	}
+	a.cancel()
+	select {
+	case err := <-a.done:
+		if err != nil {
+			t.Errorf("relay stopped with an error: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("relay did not stop within a minute")
+	}
+	a.done = nil
+}
+
+// get fetches path from the relay's endpoint.
+func (a *endpoint) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(a.base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	fmt.Fprintf(a.seen, "GET %s -> %d\n%s\n", path, resp.StatusCode, body)
+	return resp.StatusCode, string(body)
+}
+
+// waitStatus polls path until it answers status with a body containing
+// every one of want, and returns the body.
+func (a *endpoint) waitStatus(t *testing.T, path string, status int, timeout time.Duration, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, body := a.get(t, path)
+		ok := got == status
+		for _, w := range want {
+			ok = ok && strings.Contains(body, w)
+		}
+		if ok {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, GET %s answers %d, want %d with %q:\n%s", timeout, path, got, status, want, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// scrape reads /metrics.
+func (a *endpoint) scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	status, body := a.get(t, "/metrics")
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics = %d:\n%s", status, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return mfs
+}
+
+// value is the value of the sample of name whose labels include labels
+// (a counter, gauge, or a histogram's count); ok is false when there is
+// none.
+func value(mfs map[string]*dto.MetricFamily, name string, labels ...string) (v float64, ok bool) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func logLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, sc.Text())
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkLog checks what every line of the relay's log must have.
+func checkLog(t *testing.T, logs string, quietKafka bool) {
+	t.Helper()
+	for _, l := range logLines(t, logs) {
+		if c, _ := l["component"].(string); c == "" {
+			t.Errorf("log line without a component: %v", l)
+		}
+		if quietKafka && l["component"] == "kafka" && (l["level"] == "INFO" || l["level"] == "DEBUG") {
+			t.Errorf("the Kafka client logged below warn at log.level info: %v", l)
+		}
+	}
+}
+
+// TestOpsMetrics relays a workload and reads it back from /metrics: every
+// event counted as published under its topic, each with a latency
+// observation, in batches that add up, and nothing left in flight.
+func TestOpsMetrics(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testenv.Postgres(t)
+	pool := connectPool(t, dbURL)
+	const table = "outbox"
+	createOutbox(t, pool, table)
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	a := startApp(t, map[string]string{
+		"postgres.url":        dbURL,
+		"outbox.table":        "public." + table,
+		"cdc.slot":            name,
+		"cdc.publication":     name,
+		"cdc.status_interval": "100ms",
+		"kafka.brokers":       strings.Join(brokers, ","),
+		"http.listen":         "127.0.0.1:0",
+	})
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+
+	const events = 600
+	workload{table: table, writers: 4, aggregates: 20, events: events, txnSize: 3}.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, table)
+	newCollector(t, brokers, "outbox.event.order").waitFor(t, rows, time.Minute)
+
+	// The consumer may read a record before the producer has the broker's
+	// answer; the count catches up at once.
+	var mfs map[string]*dto.MetricFamily
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mfs = a.scrape(t)
+		if n, _ := value(mfs, "outboxrelay_events_published_total", "topic", "outbox.event.order"); n == events || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		what   string
+		name   string
+		labels []string
+		check  func(v float64) bool
+		want   string
+	}{
+		{"published", "outboxrelay_events_published_total", []string{"topic", "outbox.event.order"}, func(v float64) bool { return v == events }, fmt.Sprint(events)},
+		{"latency observations", "outboxrelay_event_latency_seconds", nil, func(v float64) bool { return v == events }, fmt.Sprint(events)},
+		{"in flight", "outboxrelay_events_in_flight", nil, func(v float64) bool { return v == 0 }, "0"},
+		{"oldest unpublished age", "outboxrelay_oldest_unpublished_event_age_seconds", nil, func(v float64) bool { return v == 0 }, "0"},
+		{"source up", "outboxrelay_source_up", nil, func(v float64) bool { return v == 1 }, "1"},
+		{"postgres up", "outboxrelay_postgres_up", nil, func(v float64) bool { return v == 1 }, "1"},
+		{"slot active", "outboxrelay_replication_slot_active", []string{"slot", name}, func(v float64) bool { return v == 1 }, "1"},
+		{"slot lag", "outboxrelay_replication_slot_lag_bytes", []string{"slot", name}, func(v float64) bool { return v >= 0 }, ">= 0"},
+		{"confirmed LSN", "outboxrelay_cdc_confirmed_lsn", nil, func(v float64) bool { return v > 0 }, "> 0"},
+		{"skipped changes", "outboxrelay_skipped_changes_total", nil, func(v float64) bool { return v == 0 }, "0"},
+		{"restarts", "outboxrelay_source_restarts_total", nil, func(v float64) bool { return v == 0 }, "0"},
+		{"kafka client bytes (kprom)", "outboxrelay_kafka_produce_bytes_total", nil, func(v float64) bool { return v > 0 }, "> 0"},
+		{"build info", "outboxrelay_build_info", nil, func(v float64) bool { return v == 1 }, "1"},
+		{"go runtime", "go_goroutines", nil, func(v float64) bool { return v > 0 }, "> 0"},
+	} {
+		v, ok := value(mfs, c.name, c.labels...)
+		if !ok || !c.check(v) {
+			t.Errorf("%s: %s%v = %v (present %v), want %s", c.what, c.name, c.labels, v, ok, c.want)
+		}
+	}
+	if n, ok := value(mfs, "outboxrelay_publish_errors_total"); ok && n != 0 {
+		t.Errorf("publish errors = %v in a run without any", n)
+	}
+	if mf := mfs["outboxrelay_event_latency_seconds"]; mf != nil {
+		if h := mf.GetMetric()[0].GetHistogram(); h.GetSampleSum() <= 0 {
+			t.Errorf("latency histogram sum = %v, want the time the events took", h.GetSampleSum())
+		}
+	}
+	if mf := mfs["outboxrelay_batch_events"]; mf == nil || mf.GetMetric()[0].GetHistogram().GetSampleSum() != events {
+		t.Errorf("batch sizes do not add up to the %d events relayed: %v", events, mf)
+	}
+	if status, body := a.get(t, "/healthz"); status != http.StatusOK {
+		t.Errorf("GET /healthz = %d:\n%s", status, body)
+	}
+	a.stop(t)
+	checkLog(t, a.logs.String(), true)
+}
+
+// TestOpsReadinessFollowsPostgres stops PostgreSQL under a running relay:
+// /readyz fails while it is down (and /healthz does not, since a restart
+// would not help) and passes again once the relay has reconnected. The
+// relay runs at log.level debug with a password in its URL, and no log
+// line nor endpoint answer may show it.
+func TestOpsReadinessFollowsPostgres(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.PostgresServer(t)
+	adminURL, err := srv.CreateDatabase(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := connectPool(t, adminURL)
+	const table, password = "outbox", "Pw-9f2c1e7a-do-not-log"
+	createOutbox(t, admin, table)
+	for _, sql := range []string{
+		`CREATE ROLE relay LOGIN REPLICATION PASSWORD '` + password + `'`,
+		`GRANT SELECT ON public.outbox TO relay`,
+		`CREATE PUBLICATION relay_pub FOR TABLE public.outbox WITH (publish = 'insert')`,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// localpg trusts local connections, so the server never checks the
+	// password; what matters here is that the relay has it and must not
+	// show it.
+	u, _ := url.Parse(adminURL)
+	u.User = url.UserPassword("relay", password)
+	_, brokers := testenv.Kafka(t)
+	a := startApp(t, map[string]string{
+		"postgres.url":           u.String(),
+		"outbox.table":           "public." + table,
+		"cdc.slot":               "relay_slot",
+		"cdc.publication":        "relay_pub",
+		"cdc.status_interval":    "100ms",
+		"cdc.create_publication": "false",
+		"kafka.brokers":          strings.Join(brokers, ","),
+		"http.listen":            "127.0.0.1:0",
+		"log.level":              "debug",
+	})
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	c := newCollector(t, brokers, "outbox.event.order")
+	workload{table: table, writers: 2, aggregates: 10, events: 50}.write(ctx, t, admin)
+	c.waitFor(t, readRows(ctx, t, admin, table), time.Minute)
+
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, 30*time.Second, "postgres: PostgreSQL does not answer")
+	if status, body := a.get(t, "/healthz"); status != http.StatusOK {
+		t.Errorf("GET /healthz with PostgreSQL stopped = %d, want 200 (a restart would not bring it back):\n%s", status, body)
+	}
+	if up, _ := value(a.scrape(t), "outboxrelay_postgres_up"); up != 0 {
+		t.Errorf("postgres_up = %v with PostgreSQL stopped", up)
+	}
+
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+	// The relay is back: what is committed now is relayed too.
+	admin = connectPool(t, adminURL)
+	workload{table: table, writers: 2, aggregates: 10, events: 50}.write(ctx, t, admin)
+	c.waitFor(t, readRows(ctx, t, admin, table), time.Minute)
+	if n, _ := value(a.scrape(t), "outboxrelay_source_restarts_total"); n < 1 {
+		t.Errorf("source restarts = %v after PostgreSQL restarted, want at least 1", n)
+	}
+	a.stop(t)
+
+	logs := a.logs.String()
+	checkLog(t, logs, false)
+	if !strings.Contains(logs, `relay:xxxxx@`) {
+		t.Errorf("the log does not show the redacted URL (relay:xxxxx@...); is the start line gone?")
+	}
+	for what, text := range map[string]string{"log": logs, "endpoint answers": a.seen.String()} {
+		if i := strings.Index(text, password); i >= 0 {
+			t.Errorf("the %s shows the password: ...%s...", what, text[max(0, i-200):min(len(text), i+50)])
+		}
+	}
+}

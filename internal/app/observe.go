@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/httpserver"
+	"github.com/outboxrelay/outboxrelay/internal/metrics"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// kafkaCheckMaxAge is how long a Kafka ping answers readiness probes.
+const kafkaCheckMaxAge = time.Second
+
+// observer wires the metrics, the health checks and the HTTP endpoint
+// around one relay: it decorates the source and the sink, hooks into the
+// Kafka client, and judges health from what it sees.
+type observer struct {
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	m   *metrics.Metrics
+}
+
+func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.WithBuildInfo(Version))
+	if err != nil {
+		return nil, err
+	}
+	return &observer{cfg: cfg, log: log, reg: reg, m: m}, nil
+}
+
+// sinkOptions give the Kafka client its quieter logger and the metric
+// hooks. They come after the sink's own options and so override its
+// logger.
+func (o *observer) sinkOptions() []sink.Option {
+	return []sink.Option{sink.WithClientOptions(
+		kgo.WithLogger(kslog.New(kafkaLogger(o.log, o.cfg.Log.Level))),
+		kgo.WithHooks(o.m.KafkaHooks()),
+	)}
+}
+
+// serve starts the HTTP endpoint. The endpoint outlives ctx, so that the
+// drain after a stop signal can be watched; stop ends it and waits, and
+// may be called more than once.
+func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err error) {
+	slot := ""
+	if o.cfg.Source == "cdc" {
+		cc := o.cfg.CDCConfig()
+		cc.SetDefaults()
+		slot = cc.Slot
+	}
+	pg, err := metrics.NewPostgresProbe(o.cfg.Postgres.URL, slot)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.reg.Register(pg); err != nil {
+		pg.Close()
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	h := o.cfg.HTTP
+	srv, err := httpserver.Listen(h.Listen, httpserver.Config{
+		Gatherer: o.reg,
+		Live: []httpserver.Check{
+			{Name: "progress", Func: o.progressCheck(h.LiveStallTimeout)},
+		},
+		Ready: []httpserver.Check{
+			{Name: "running", Func: func(context.Context) error {
+				if ctx.Err() != nil {
+					return errors.New("stopping: draining the events in flight")
+				}
+				return nil
+			}},
+			{Name: "postgres", Func: pg.Check},
+			httpserver.Cached(httpserver.Check{Name: "kafka", Func: func(ctx context.Context) error {
+				if err := snk.Client().Ping(ctx); err != nil {
+					return fmt.Errorf("no broker of %v answers: %w", o.cfg.Kafka.Brokers, err)
+				}
+				return nil
+			}}, kafkaCheckMaxAge),
+			{Name: "source", Func: o.sourceCheck},
+			{Name: "progress", Func: o.progressCheck(h.ReadyStallTimeout)},
+		},
+	}, o.log)
+	if err != nil {
+		pg.Close()
+		return nil, err
+	}
+
+	srvCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(srvCtx) }()
+	// Say what a stop waits for; the runner says when it gives up.
+	rc := o.cfg.RunnerConfig()
+	rc.SetDefaults()
+	noted := make(chan struct{})
+	unwatch := context.AfterFunc(ctx, func() {
+		defer close(noted)
+		o.log.Info("stop requested: finishing the events in flight, then confirming the checkpoint",
+			"component", "app", "in_flight", o.m.Progress().InFlight, "shutdown_timeout", rc.ShutdownTimeout)
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !unwatch() {
+				<-noted // keep the log in order: the stop, then what follows
+			}
+			cancel()
+			if err := <-done; err != nil {
+				o.log.Warn("http endpoint stopped with an error", "component", "http", "err", err)
+			}
+			pg.Close()
+		})
+	}, nil
+}
+
+func (o *observer) sourceCheck(context.Context) error {
+	p := o.m.Progress()
+	if p.SourceRunning {
+		return nil
+	}
+	if p.SourceErr != nil {
+		return fmt.Errorf("the source stopped and waits to restart: %w", p.SourceErr)
+	}
+	return errors.New("the source has not started")
+}
+
+// progressCheck fails when the relay has had work in hand for longer than
+// bound without getting further with it.
+func (o *observer) progressCheck(bound time.Duration) func(context.Context) error {
+	return func(context.Context) error {
+		p := o.m.Progress()
+		now := time.Now()
+		stalled := p.Stalled(now)
+		if stalled < bound {
+			return nil
+		}
+		if !p.OldestSent.IsZero() && now.Sub(p.OldestSent) >= bound {
+			return fmt.Errorf("stalled: %d events in flight, the oldest handed to Kafka %s ago and not acknowledged",
+				p.InFlight, now.Sub(p.OldestSent).Round(time.Second))
+		}
+		return fmt.Errorf("stalled: a batch read from the source has waited %s to be published", stalled.Round(time.Second))
+	}
+}

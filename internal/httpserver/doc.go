@@ -1,0 +1,6 @@
+// Package httpserver serves the relay's operational endpoint: /metrics in
+// the Prometheus text format, /healthz for a liveness probe and /readyz for
+// a readiness probe. Each probe runs a list of named checks and answers
+// 200 when all pass, 503 otherwise, with one line per check saying what is
+// wrong, so that `curl host:8080/readyz` tells an operator why.
+package httpserver

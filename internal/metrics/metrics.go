@@ -1,0 +1,220 @@
+package metrics
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// Namespace starts the name of every metric of the relay.
+const Namespace = "outboxrelay"
+
+// Metrics are the relay's Prometheus metrics, and the observations the
+// health probes judge it by. Its methods may be called concurrently.
+type Metrics struct {
+	now     func() time.Time
+	version string
+
+	published     *prometheus.CounterVec
+	publishErrors *prometheus.CounterVec
+	latency       prometheus.Histogram
+	batchEvents   prometheus.Histogram
+	deadLettered  prometheus.Counter
+	restarts      prometheus.Counter
+	kafka         *kprom.Metrics
+
+	mu sync.Mutex
+	// inflight holds a *flight for every message handed to the sink and
+	// not yet acknowledged, in the order they were handed over, which is
+	// commit order: its front is the oldest event not yet in Kafka. It is
+	// as long as the sink's buffer, which the sink bounds.
+	inflight list.List
+	// waitingSince is when the source offered the batch the runner has
+	// not taken yet; zero when none waits.
+	waitingSince time.Time
+	running      bool
+	runningSince time.Time
+	runs         int
+	lastErr      error
+	stats        sourceStats
+}
+
+type flight struct {
+	commit, sent time.Time
+}
+
+// Option wires Metrics to its surroundings.
+type Option func(*Metrics)
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option { return func(m *Metrics) { m.now = now } }
+
+// WithBuildInfo exports outboxrelay_build_info{version} = 1.
+func WithBuildInfo(version string) Option {
+	return func(m *Metrics) { m.version = version }
+}
+
+// latencyBuckets span a healthy relay (milliseconds) to one that has been
+// down for minutes and is catching up.
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// New registers the relay's metrics on reg, with Go runtime and process
+// metrics, and returns them.
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	m := &Metrics{
+		now: time.Now,
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "events_published_total",
+			Help: "Events Kafka has acknowledged, by topic (the dead letter topic included).",
+		}, []string{"topic"}),
+		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "publish_errors_total",
+			Help: "Events whose publication failed, by topic: refused as unpublishable, or failed and to be retried from the last checkpoint.",
+		}, []string{"topic"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "event_latency_seconds",
+			Help:    "Time from an event's commit in PostgreSQL to Kafka's acknowledgement of it.",
+			Buckets: latencyBuckets,
+		}),
+		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "batch_events",
+			Help:    "Events per batch read from the source.",
+			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000},
+		}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "dead_lettered_events_total",
+			Help: "Events that could never be published to their topic and went to the dead letter topic instead.",
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "source_restarts_total",
+			Help: "Times the relay restarted its source from the last checkpoint, after a lost connection or a failed produce.",
+		}),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	m.kafka = kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(reg))
+	cs := []prometheus.Collector{
+		m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts,
+		relayCollector{m},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	if m.version != "" {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "build_info",
+			Help:        "Always 1; the version label says which outboxrelay runs.",
+			ConstLabels: prometheus.Labels{"version": m.version},
+		}, func() float64 { return 1 }))
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// KafkaHooks are the franz-go hooks that export the Kafka client's own
+// metrics (outboxrelay_kafka_*: connections, bytes, buffered records);
+// give them to the client with kgo.WithHooks.
+func (m *Metrics) KafkaHooks() kgo.Hook { return m.kafka }
+
+// Progress is what the health probes judge the relay by.
+type Progress struct {
+	// InFlight counts messages handed to the sink and not yet
+	// acknowledged.
+	InFlight int
+	// OldestSent is when the oldest of them was handed over; zero when
+	// none is in flight.
+	OldestSent time.Time
+	// WaitingSince is when the source offered the batch that the runner
+	// has not taken yet; zero when none waits.
+	WaitingSince time.Time
+	// SourceRunning reports whether the source's Run is executing, as
+	// opposed to waiting to be restarted. SourceErr is how its last run
+	// ended.
+	SourceRunning bool
+	SourceErr     error
+}
+
+// Progress returns the relay's progress as of now.
+func (m *Metrics) Progress() Progress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := Progress{
+		InFlight:      m.inflight.Len(),
+		WaitingSince:  m.waitingSince,
+		SourceRunning: m.running,
+		SourceErr:     m.lastErr,
+	}
+	if f := m.inflight.Front(); f != nil {
+		p.OldestSent = f.Value.(*flight).sent
+	}
+	return p
+}
+
+// Stalled is how long the relay has had work in hand without getting
+// any further with it: the age of the oldest unacknowledged message, or of
+// the batch the runner has not taken, whichever is older. Zero when it has
+// nothing in hand.
+func (p Progress) Stalled(now time.Time) time.Duration {
+	var d time.Duration
+	if !p.OldestSent.IsZero() {
+		d = now.Sub(p.OldestSent)
+	}
+	if !p.WaitingSince.IsZero() {
+		d = max(d, now.Sub(p.WaitingSince))
+	}
+	return max(d, 0)
+}
+
+// sent records a message handed to the sink.
+func (m *Metrics) sent(commit time.Time) *list.Element {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inflight.PushBack(&flight{commit: commit, sent: m.now()})
+}
+
+// settled records the outcome of a message handed to the sink: err is nil
+// once Kafka has acknowledged it.
+func (m *Metrics) settled(e *list.Element, topic string, deadLetter bool, err error) {
+	m.mu.Lock()
+	f := m.inflight.Remove(e).(*flight)
+	now := m.now()
+	m.mu.Unlock()
+	if err != nil {
+		m.publishErrors.WithLabelValues(topic).Inc()
+		return
+	}
+	m.published.WithLabelValues(topic).Inc()
+	if deadLetter {
+		m.deadLettered.Inc()
+	}
+	if !f.commit.IsZero() {
+		// Clocks of two hosts: a commit "in the future" is a skew, not a
+		// negative latency.
+		m.latency.Observe(max(now.Sub(f.commit), 0).Seconds())
+	}
+}
+
+// oldestCommit is the commit time of the oldest event in flight, or zero.
+func (m *Metrics) oldestCommit() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.inflight.Front(); f != nil {
+		return f.Value.(*flight).commit
+	}
+	return time.Time{}
+}

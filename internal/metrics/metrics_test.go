@@ -1,0 +1,349 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// fakeSink is a connector.Sink that keeps the done callbacks for the test
+// to call, or refuses messages with refuse.
+type fakeSink struct {
+	mu     sync.Mutex
+	dones  []func(error)
+	refuse error
+}
+
+func (s *fakeSink) Publish(_ context.Context, _ *connector.Message, done func(error)) error {
+	if s.refuse != nil {
+		return s.refuse
+	}
+	s.mu.Lock()
+	s.dones = append(s.dones, done)
+	s.mu.Unlock()
+	return nil
+}
+func (s *fakeSink) Flush(context.Context) error { return nil }
+func (s *fakeSink) Abort(context.Context) error { return nil }
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func newTestMetrics(t *testing.T) (*Metrics, *prometheus.Registry, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, WithClock(clk.now), WithBuildInfo("v1.2.3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg, clk
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestSinkCountsAcknowledgements(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	fs := &fakeSink{}
+	s := m.Sink(fs)
+	ctx := context.Background()
+	commit := clk.now()
+	var acked []error
+	publish := func(topic string, headers ...connector.Header) {
+		t.Helper()
+		err := s.Publish(ctx, &connector.Message{Topic: topic, Timestamp: commit, Headers: headers}, func(err error) { acked = append(acked, err) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("outbox.event.order")
+	clk.add(time.Second)
+	publish("outbox.event.order")
+	publish("outbox.event.customer")
+	publish("dlq", connector.Header{Key: connector.HeaderError, Value: []byte("too large")})
+
+	if got := gauge(t, reg, "outboxrelay_events_in_flight"); got != 4 {
+		t.Errorf("in flight = %v, want 4", got)
+	}
+	clk.add(2 * time.Second)
+	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 3 {
+		t.Errorf("oldest age = %v, want 3 (seconds since the first commit)", got)
+	}
+	p := m.Progress()
+	if p.InFlight != 4 || p.Stalled(clk.now()) != 3*time.Second {
+		t.Errorf("progress = %+v, stalled %s; want 4 in flight stalled 3s", p, p.Stalled(clk.now()))
+	}
+
+	// Acknowledgements arrive out of order across partitions.
+	fs.dones[1](nil)
+	fs.dones[3](nil)
+	fs.dones[2](errors.New("broker gone"))
+	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 3 {
+		t.Errorf("oldest age with the first event still in flight = %v, want 3", got)
+	}
+	fs.dones[0](nil)
+
+	if len(acked) != 4 {
+		t.Errorf("the runner's done was called %d times, want 4", len(acked))
+	}
+	for _, c := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"published order", testutil.ToFloat64(m.published.WithLabelValues("outbox.event.order")), 2},
+		{"published dlq", testutil.ToFloat64(m.published.WithLabelValues("dlq")), 1},
+		{"published customer", testutil.ToFloat64(m.published.WithLabelValues("outbox.event.customer")), 0},
+		{"errors customer", testutil.ToFloat64(m.publishErrors.WithLabelValues("outbox.event.customer")), 1},
+		{"dead lettered", testutil.ToFloat64(m.deadLettered), 1},
+		{"in flight", gauge(t, reg, "outboxrelay_events_in_flight"), 0},
+		{"oldest age", gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"), 0},
+		{"build info", gauge(t, reg, "outboxrelay_build_info"), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Three acknowledged events, each 3s after its commit.
+	want := `
+# HELP outboxrelay_event_latency_seconds Time from an event's commit in PostgreSQL to Kafka's acknowledgement of it.
+# TYPE outboxrelay_event_latency_seconds histogram
+outboxrelay_event_latency_seconds_bucket{le="0.005"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.01"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.025"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.05"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.1"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.25"} 0
+outboxrelay_event_latency_seconds_bucket{le="0.5"} 0
+outboxrelay_event_latency_seconds_bucket{le="1"} 0
+outboxrelay_event_latency_seconds_bucket{le="2.5"} 0
+outboxrelay_event_latency_seconds_bucket{le="5"} 3
+outboxrelay_event_latency_seconds_bucket{le="10"} 3
+outboxrelay_event_latency_seconds_bucket{le="30"} 3
+outboxrelay_event_latency_seconds_bucket{le="60"} 3
+outboxrelay_event_latency_seconds_bucket{le="120"} 3
+outboxrelay_event_latency_seconds_bucket{le="300"} 3
+outboxrelay_event_latency_seconds_bucket{le="600"} 3
+outboxrelay_event_latency_seconds_bucket{le="+Inf"} 3
+outboxrelay_event_latency_seconds_sum 9
+outboxrelay_event_latency_seconds_count 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outboxrelay_event_latency_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSinkCountsRefusedMessages(t *testing.T) {
+	m, reg, _ := newTestMetrics(t)
+	refusal := &connector.EventError{EventID: "e1", Err: &connector.RecordTooLargeError{Size: 10, Limit: 5}}
+	s := m.Sink(&fakeSink{refuse: refusal})
+	called := false
+	err := s.Publish(context.Background(), &connector.Message{Topic: "t"}, func(error) { called = true })
+	if !errors.Is(err, refusal) {
+		t.Fatalf("Publish = %v, want the sink's refusal passed through", err)
+	}
+	if called {
+		t.Error("done was called for a message the sink refused")
+	}
+	if got := testutil.ToFloat64(m.publishErrors.WithLabelValues("t")); got != 1 {
+		t.Errorf("publish errors = %v, want 1", got)
+	}
+	if got := gauge(t, reg, "outboxrelay_events_in_flight"); got != 0 {
+		t.Errorf("in flight = %v, want 0 after a refusal", got)
+	}
+}
+
+func TestStalled(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		p    Progress
+		want time.Duration
+	}{
+		{"idle", Progress{}, 0},
+		{"in flight", Progress{InFlight: 3, OldestSent: now.Add(-5 * time.Second)}, 5 * time.Second},
+		{"batch waiting", Progress{WaitingSince: now.Add(-7 * time.Second)}, 7 * time.Second},
+		{"both, the older wins", Progress{InFlight: 1, OldestSent: now.Add(-2 * time.Second), WaitingSince: now.Add(-9 * time.Second)}, 9 * time.Second},
+		{"clock stepped back", Progress{InFlight: 1, OldestSent: now.Add(time.Second)}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.p.Stalled(now); got != c.want {
+				t.Errorf("Stalled = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// fakeSource hands out the batches given to it on each Run, then waits for
+// ctx, and returns runErr.
+type fakeSource struct {
+	batches []connector.Batch
+	runErr  error
+	skipped int64
+}
+
+func (s *fakeSource) Run(ctx context.Context, out chan<- connector.Batch) error {
+	for _, b := range s.batches {
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return s.runErr
+		}
+	}
+	<-ctx.Done()
+	return s.runErr
+}
+
+func (s *fakeSource) SkippedChanges() int64 { return s.skipped }
+
+func TestSourceCountsBatchesAndRestarts(t *testing.T) {
+	m, reg, _ := newTestMetrics(t)
+	var doneCalls []error
+	done := func(err error) { doneCalls = append(doneCalls, err) }
+	fs := &fakeSource{
+		batches: []connector.Batch{
+			{Events: make([]connector.Event, 3), Done: done},
+			{Events: make([]connector.Event, 1000), Done: done},
+			{Events: make([]connector.Event, 2), Done: done},
+		},
+		runErr:  errors.New("connection lost"),
+		skipped: 7,
+	}
+	src := m.Source(fs)
+
+	// The first run: the runner takes two batches and stops; the third,
+	// offered but not taken, gets Done(ErrNotTaken).
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan connector.Batch)
+	res := make(chan error, 1)
+	go func() { res <- src.Run(ctx, out) }()
+	for range 2 {
+		<-out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for batchCount(t, reg) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the third batch was never offered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m.Progress().WaitingSince.IsZero() {
+		t.Error("no batch waiting while the runner does not take the third")
+	}
+	if !m.Progress().SourceRunning {
+		t.Error("source not running during Run")
+	}
+	cancel()
+	if err := <-res; err == nil || err.Error() != "connection lost" {
+		t.Errorf("Run = %v, want the source's own error", err)
+	}
+	if len(doneCalls) != 1 || !errors.Is(doneCalls[0], ErrNotTaken) {
+		t.Errorf("Done calls = %v, want one ErrNotTaken for the batch not taken", doneCalls)
+	}
+	p := m.Progress()
+	if p.SourceRunning || p.SourceErr == nil || !p.WaitingSince.IsZero() {
+		t.Errorf("after Run: %+v; want not running, its error kept, nothing waiting", p)
+	}
+
+	// A second run is a restart.
+	fs.batches = nil
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { res <- src.Run(ctx, make(chan connector.Batch)) }()
+	cancel()
+	<-res
+	if got := testutil.ToFloat64(m.restarts); got != 1 {
+		t.Errorf("restarts = %v, want 1 after two runs", got)
+	}
+	want := `
+# HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).
+# TYPE outboxrelay_skipped_changes_total counter
+outboxrelay_skipped_changes_total 7
+# HELP outboxrelay_source_up 1 while the source runs, 0 while it waits to be restarted after an error.
+# TYPE outboxrelay_source_up gauge
+outboxrelay_source_up 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outboxrelay_skipped_changes_total", "outboxrelay_source_up"); err != nil {
+		t.Error(err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "outboxrelay_batch_events" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 3 || h.GetSampleSum() != 1005 {
+				t.Errorf("batch histogram: %d batches, %v events; want 3 batches of 1005 events", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+		if mf.GetName() == "outboxrelay_unpublished_events" || mf.GetName() == "outboxrelay_cdc_confirmed_lsn" {
+			t.Errorf("%s exported for a source that does not know it", mf.GetName())
+		}
+	}
+}
+
+// backlogSource is a poller-like source that knows its backlog.
+type backlogSource struct {
+	fakeSource
+	events int64
+	oldest time.Time
+	err    error
+}
+
+func (s *backlogSource) Backlog(context.Context) (int64, time.Time, error) {
+	return s.events, s.oldest, s.err
+}
+
+func TestBacklog(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	bs := &backlogSource{events: 42, oldest: clk.now().Add(-time.Minute)}
+	m.Source(bs)
+	if got := gauge(t, reg, "outboxrelay_unpublished_events"); got != 42 {
+		t.Errorf("unpublished = %v, want 42", got)
+	}
+	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 60 {
+		t.Errorf("oldest age = %v, want 60 from the backlog", got)
+	}
+	bs.err = errors.New("table locked")
+	if got := gauge(t, reg, "outboxrelay_backlog_query_errors"); got != 1 {
+		t.Errorf("backlog errors = %v, want 1", got)
+	}
+}
+
+func batchCount(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "outboxrelay_batch_events" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,169 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	// probeTimeout bounds one probe query, and so a scrape or a readiness
+	// check while PostgreSQL does not answer.
+	probeTimeout = 2 * time.Second
+	// probeMaxAge is how long a probe's result is reused, so that scrapes
+	// and probes arriving together query the server once.
+	probeMaxAge = time.Second
+)
+
+var (
+	pgUpDesc = prometheus.NewDesc(Namespace+"_postgres_up",
+		"1 when PostgreSQL answered the last probe, 0 when it did not.", nil, nil)
+	slotLagDesc = prometheus.NewDesc(Namespace+"_replication_slot_lag_bytes",
+		"WAL the replication slot holds back: the server's current WAL position minus the slot's confirmed_flush_lsn.", []string{"slot"}, nil)
+	slotActiveDesc = prometheus.NewDesc(Namespace+"_replication_slot_active",
+		"1 while a session streams from the replication slot, 0 when none does.", []string{"slot"}, nil)
+	slotConfirmedDesc = prometheus.NewDesc(Namespace+"_replication_slot_confirmed_flush_lsn",
+		"The slot's confirmed_flush_lsn as the server has it, as a number.", []string{"slot"}, nil)
+)
+
+// PostgresProbe watches the relay from PostgreSQL's side, on a pool of its
+// own with at most one connection: whether the server answers and, for a
+// replication slot, whether a session streams from it and how much WAL it
+// holds back. It queries when scraped or asked by a health check, at most
+// once a second. Its methods may be called concurrently.
+type PostgresProbe struct {
+	pool *pgxpool.Pool
+	slot string
+
+	mu   sync.Mutex
+	at   time.Time
+	last probeResult
+}
+
+type probeResult struct {
+	err       error
+	found     bool // the slot exists
+	active    bool
+	lag       *float64
+	confirmed *float64
+}
+
+// NewPostgresProbe returns a probe of the server at url and, unless slot
+// is empty, of that replication slot. It does not connect until asked.
+func NewPostgresProbe(url, slot string) (*PostgresProbe, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) {
+			// Its message quotes the connection string, password and all.
+			err = pe.Unwrap()
+		}
+		return nil, fmt.Errorf("postgres.url: %w", err)
+	}
+	cfg.MaxConns = 1
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = time.Minute
+	cfg.ConnConfig.RuntimeParams["application_name"] = "outboxrelay-probe"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres probe: %w", err)
+	}
+	return &PostgresProbe{pool: pool, slot: slot}, nil
+}
+
+// Close closes the probe's connection.
+func (p *PostgresProbe) Close() { p.pool.Close() }
+
+// probe returns a result at most probeMaxAge old, querying when needed.
+func (p *PostgresProbe) probe(ctx context.Context) probeResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && time.Since(p.at) < probeMaxAge {
+		return p.last
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	p.last = p.query(ctx)
+	p.at = time.Now()
+	return p.last
+}
+
+func (p *PostgresProbe) query(ctx context.Context) probeResult {
+	if p.slot == "" {
+		var one int
+		return probeResult{err: p.pool.QueryRow(ctx, "SELECT 1").Scan(&one)}
+	}
+	var r probeResult
+	// On a standby (PostgreSQL 16 decodes there too) there is no current
+	// WAL position; the replayed one stands in for it.
+	err := p.pool.QueryRow(ctx, `
+		SELECT active,
+		       pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
+		                       confirmed_flush_lsn)::float8,
+		       pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::float8
+		FROM pg_replication_slots WHERE slot_name = $1`, p.slot).Scan(&r.active, &r.lag, &r.confirmed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return probeResult{}
+	case err != nil:
+		return probeResult{err: err}
+	}
+	r.found = true
+	return r
+}
+
+// Check is a readiness check: nil when PostgreSQL answers and, with a
+// slot, a session streams from it.
+func (p *PostgresProbe) Check(ctx context.Context) error {
+	r := p.probe(ctx)
+	switch {
+	case r.err != nil:
+		return fmt.Errorf("PostgreSQL does not answer: %w", r.err)
+	case p.slot == "":
+		return nil
+	case !r.found:
+		return fmt.Errorf("replication slot %q does not exist (yet)", p.slot)
+	case !r.active:
+		return fmt.Errorf("no session streams from replication slot %q", p.slot)
+	}
+	return nil
+}
+
+// Describe implements [prometheus.Collector].
+func (p *PostgresProbe) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pgUpDesc
+	ch <- slotLagDesc
+	ch <- slotActiveDesc
+	ch <- slotConfirmedDesc
+}
+
+// Collect implements [prometheus.Collector].
+func (p *PostgresProbe) Collect(ch chan<- prometheus.Metric) {
+	r := p.probe(context.Background())
+	up := 1.0
+	if r.err != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(pgUpDesc, prometheus.GaugeValue, up)
+	if p.slot == "" || !r.found {
+		return
+	}
+	active := 0.0
+	if r.active {
+		active = 1
+	}
+	ch <- prometheus.MustNewConstMetric(slotActiveDesc, prometheus.GaugeValue, active, p.slot)
+	if r.lag != nil {
+		ch <- prometheus.MustNewConstMetric(slotLagDesc, prometheus.GaugeValue, max(*r.lag, 0), p.slot)
+	}
+	if r.confirmed != nil {
+		ch <- prometheus.MustNewConstMetric(slotConfirmedDesc, prometheus.GaugeValue, *r.confirmed, p.slot)
+	}
+}

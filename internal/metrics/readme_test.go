@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestReadmeListsMetrics keeps the README's metrics table and the metrics
+// the relay registers the same set.
+func TestReadmeListsMetrics(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(outboxrelay_[a-z_]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+		documented[m[1]] = true
+	}
+
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, WithBuildInfo("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := NewPostgresProbe("postgres://127.0.0.1:1/none", "slot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	descs := make(chan *prometheus.Desc, 100)
+	for _, c := range []prometheus.Collector{m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts, relayCollector{m}, probe} {
+		c.Describe(descs)
+	}
+	descs <- prometheus.NewDesc("outboxrelay_build_info", "", nil, nil)
+	close(descs)
+	registered := map[string]bool{}
+	name := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		registered[name.FindStringSubmatch(d.String())[1]] = true
+	}
+
+	for _, n := range slices.Sorted(maps.Keys(registered)) {
+		if !documented[n] {
+			t.Errorf("metric %s is not in the README's metrics table", n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(documented)) {
+		if !registered[n] && !strings.HasPrefix(n, "outboxrelay_kafka_") {
+			t.Errorf("the README lists %s, which the relay does not export", n)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// The numbers only some sources know. [Metrics.Source] looks for these
+// interfaces on the source it decorates and exports what it finds; each
+// method is called on every scrape, concurrently with the source's Run.
+
+// SkipCounter is a source that skips changes which are not events (the CDC
+// source: UPDATE, DELETE and TRUNCATE of the outbox table).
+type SkipCounter interface {
+	// SkippedChanges is the number skipped since the source was made.
+	SkippedChanges() int64
+}
+
+// LSNConfirmer is a source that reads a replication slot (the CDC source).
+type LSNConfirmer interface {
+	// ConfirmedLSN is the position up to which Kafka has acknowledged
+	// everything: the source confirms it to the slot, or will with its
+	// next status update.
+	ConfirmedLSN() pglogrepl.LSN
+}
+
+// Backlogger is a source that can count the events it has not yet
+// published (the poller: outbox rows not yet marked or deleted, those in
+// flight included).
+type Backlogger interface {
+	// Backlog returns how many events are waiting and when the oldest of
+	// them was committed (zero when none waits). It should be one cheap
+	// query; ctx bounds it.
+	Backlog(ctx context.Context) (events int64, oldest time.Time, err error)
+}
+
+type sourceStats struct {
+	skips   SkipCounter
+	lsn     LSNConfirmer
+	backlog Backlogger
+}
+
+// ErrNotTaken is given to the Done of a batch that the source handed to the
+// decorator of [Metrics.Source] and that the runner never took, because it
+// was stopping. The source offers it again on its next Run, as it would a
+// batch the runner had not taken from it directly.
+var ErrNotTaken = errors.New("batch not taken: the relay was stopping")
+
+// Source returns src counting the batches it hands on and its restarts,
+// and exports the numbers src knows through the interfaces above.
+//
+// The decorator stands between src and the runner: it takes each batch
+// from src, counts it, and offers it to the runner. So that every batch
+// src handed over still gets exactly one Done, a batch the runner never
+// takes (it was stopping) gets Done(ErrNotTaken); by then the runner has
+// settled every batch it took, so the order of Done calls holds.
+func (m *Metrics) Source(src connector.Source) connector.Source {
+	m.mu.Lock()
+	m.stats = sourceStats{}
+	m.stats.skips, _ = src.(SkipCounter)
+	m.stats.lsn, _ = src.(LSNConfirmer)
+	m.stats.backlog, _ = src.(Backlogger)
+	m.mu.Unlock()
+	return &source{src: src, m: m}
+}
+
+type source struct {
+	src connector.Source
+	m   *Metrics
+}
+
+func (s *source) Run(ctx context.Context, out chan<- connector.Batch) error {
+	s.m.started()
+	in := make(chan connector.Batch)
+	res := make(chan error, 1)
+	go func() { res <- s.src.Run(ctx, in) }()
+	var err error
+loop:
+	for {
+		select {
+		case b := <-in:
+			s.m.offered(len(b.Events))
+			select {
+			case out <- b:
+				s.m.taken()
+			case <-ctx.Done():
+				s.m.taken()
+				if b.Done != nil {
+					b.Done(ErrNotTaken)
+				}
+				err = <-res
+				break loop
+			}
+		case err = <-res:
+			break loop
+		}
+	}
+	s.m.stopped(err)
+	return err
+}
+
+func (m *Metrics) started() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runs > 0 {
+		m.restarts.Inc()
+	}
+	m.runs++
+	m.running, m.runningSince, m.lastErr = true, m.now(), nil
+}
+
+func (m *Metrics) stopped(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running, m.lastErr = false, err
+}
+
+func (m *Metrics) offered(events int) {
+	if events > 0 {
+		m.batchEvents.Observe(float64(events))
+	}
+	m.mu.Lock()
+	m.waitingSince = m.now()
+	m.mu.Unlock()
+}
+
+func (m *Metrics) taken() {
+	m.mu.Lock()
+	m.waitingSince = time.Time{}
+	m.mu.Unlock()
+}
