@@ -34,7 +34,8 @@ type relayConfig struct {
 }
 
 func (c relayConfig) yaml() string {
-	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]\nlog:\n  level: warn\n%s",
+	// Any free port for the HTTP endpoint, so relays can run side by side.
+	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]\nlog:\n  level: warn\nhttp:\n  listen: 127.0.0.1:0\n%s",
 		c.url, c.table, strings.Join(c.brokers, ", "), c.source)
 }
 
