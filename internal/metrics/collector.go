@@ -14,7 +14,7 @@ var (
 	inFlightDesc = prometheus.NewDesc(Namespace+"_events_in_flight",
 		"Events handed to the Kafka client and not yet acknowledged.", nil, nil)
 	oldestDesc = prometheus.NewDesc(Namespace+"_oldest_unpublished_event_age_seconds",
-		"Age since commit of the oldest event not yet acknowledged by Kafka (in flight, or for the poller still in the table); 0 when there is none.", nil, nil)
+		"Age of the oldest event not yet acknowledged by Kafka (in flight, or for the poller still in the table), from its record timestamp (by default its commit); 0 when there is none.", nil, nil)
 	backlogDesc = prometheus.NewDesc(Namespace+"_unpublished_events",
 		"Outbox rows not yet published (poller only).", nil, nil)
 	sourceUpDesc = prometheus.NewDesc(Namespace+"_source_up",

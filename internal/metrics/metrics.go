@@ -80,7 +80,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		}, []string{"topic"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "event_latency_seconds",
-			Help:    "Time from an event's commit in PostgreSQL to Kafka's acknowledgement of it.",
+			Help:    "Time from an event's record timestamp (by default its commit in PostgreSQL) to Kafka's acknowledgement of it.",
 			Buckets: latencyBuckets,
 		}),
 		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{

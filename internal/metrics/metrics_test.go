@@ -133,7 +133,7 @@ func TestSinkCountsAcknowledgements(t *testing.T) {
 	}
 	// Three acknowledged events, each 3s after its commit.
 	want := `
-# HELP outboxrelay_event_latency_seconds Time from an event's commit in PostgreSQL to Kafka's acknowledgement of it.
+# HELP outboxrelay_event_latency_seconds Time from an event's record timestamp (by default its commit in PostgreSQL) to Kafka's acknowledgement of it.
 # TYPE outboxrelay_event_latency_seconds histogram
 outboxrelay_event_latency_seconds_bucket{le="0.005"} 0
 outboxrelay_event_latency_seconds_bucket{le="0.01"} 0
