@@ -22,6 +22,11 @@ type Message struct {
 	Timestamp time.Time
 	// EventID is the outbox event's id, for errors and dead letters.
 	EventID string
+	// Partition, when not nil, is the partition to write to instead of
+	// the one the key hashes to (Debezium's partition placement). A
+	// partition the topic does not have makes the message an
+	// [*EventError].
+	Partition *int32
 }
 
 // Router turns an event into the Kafka message for it. Route is called from

@@ -75,7 +75,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// The Java client's default for keyed records: murmur2 of the key.
 		// Pinned, because kgo's default partitioner differs.
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordPartitioner(newPartitioner()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
@@ -115,8 +115,9 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 		return &connector.EventError{EventID: m.EventID, Err: &connector.RecordTooLargeError{Size: size, Limit: limit}}
 	}
 	id := m.EventID
+	partitioned := withPartition(ctx, rec, m)
 	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		done(classify(id, err))
+		done(partitioned(classify(id, err)))
 	})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/debezium"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
@@ -41,7 +42,15 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), connector.WithLogger(log.With("component", "runner")))
+	runOpts := []connector.Option{connector.WithLogger(log.With("component", "runner"))}
+	if rc := cfg.DebeziumRouter(); rc != nil {
+		rt, err := debezium.NewRouter(*rc, debezium.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		runOpts = append(runOpts, connector.WithRouter(rt))
+	}
+	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), runOpts...)
 	if err != nil {
 		return err
 	}

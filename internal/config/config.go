@@ -76,6 +76,8 @@ type Routing struct {
 	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router." default:"outbox.event."`
 	Topic       string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
 	TypeHeader  string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
+	// Debezium holds the keys that reproduce Debezium's records (debezium.go).
+	Debezium DebeziumRouting `yaml:",inline"`
 }
 
 // Log is the logger.
@@ -173,6 +175,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateNames()...)
+	if err := c.validateDebezium(); err != nil {
+		errs = append(errs, err)
+	}
 	hc := c.HTTP
 	hc.setDefaults()
 	if err := hc.validate(); err != nil {

@@ -44,7 +44,11 @@ func walk(v reflect.Value, prefix string, fn func(key string, f reflect.StructFi
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			walk(v.Field(i), prefix, fn)
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}

@@ -1,0 +1,75 @@
+package debezium
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// tableMeta is the outbox table's catalog entry: what Debezium's
+// connector reads through JDBC to type each column.
+type tableMeta struct {
+	schema, table string
+	columns       []*column
+}
+
+func (t *tableMeta) column(name string) *column {
+	for _, c := range t.columns {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// loadTable reads the outbox table's columns: type, NOT NULL and default.
+// A missing table is permanent; a failed connection is not.
+func loadTable(ctx context.Context, url, schema, table string) (*tableMeta, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox table's column types: connect: %w", redactConnErr(err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox table's column types: %w", err)
+	}
+	t := &tableMeta{schema: schema, table: table}
+	for rows.Next() {
+		c := &column{}
+		if err := rows.Scan(&c.name, &c.typName, &c.typMod, &c.notNull, &c.defaultExpr); err != nil {
+			return nil, fmt.Errorf("read the outbox table's column types: %w", err)
+		}
+		t.columns = append(t.columns, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the outbox table's column types: %w", err)
+	}
+	if len(t.columns) == 0 {
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s.%s does not exist, or the role cannot see it", schema, table))
+	}
+	return t, nil
+}
+
+// redactConnErr drops the connection string, password and all, from
+// pgconn's parse errors, which quote it.
+func redactConnErr(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
+	}
+	return err
+}

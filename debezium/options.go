@@ -1,0 +1,223 @@
+package debezium
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Severity says how a [Note] bears on running the configuration.
+type Severity int
+
+const (
+	// Info: the option is honoured, or has no effect on records; the note
+	// says how.
+	Info Severity = iota
+	// Warning: the option is not honoured; the note says what outboxrelay
+	// does instead. The relay still runs.
+	Warning
+	// Unsupported: outboxrelay cannot produce what Debezium would with
+	// this option; the configuration does not run.
+	Unsupported
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warning:
+		return "warning"
+	}
+	return "unsupported"
+}
+
+// Note is what the translation says about one option.
+type Note struct {
+	Option   string
+	Severity Severity
+	Text     string
+}
+
+func (n Note) String() string { return fmt.Sprintf("%s (%s): %s", n.Option, n.Severity, n.Text) }
+
+// OptionError is an option outboxrelay cannot honour or read.
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *OptionError) Error() string { return e.Option + ": " + e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Status is an option's row in the compatibility table.
+type Status string
+
+const (
+	Same     Status = "supported, same default"
+	WithNote Status = "supported with a note"
+	No       Status = "not supported"
+	NoEffect Status = "no effect on records"
+)
+
+// Option is one Debezium, Kafka Connect or Debezium Server option that
+// matters to a migration: how outboxrelay treats it.
+type Option struct {
+	// Name as written in a connector config; outbox router options
+	// without their transforms.<name>. prefix; Debezium Server keys in
+	// full.
+	Name    string
+	Scope   Scope
+	Default string
+	Status  Status
+	// Text says where the option maps to, or what happens instead.
+	Text string
+	// Report is the note's severity when the option is set and the
+	// translation does not map it itself.
+	Report Severity
+}
+
+// Scope groups options.
+type Scope string
+
+const (
+	ScopeRouter    Scope = "Outbox Event Router (transforms.<name>.)"
+	ScopeConnector Scope = "PostgreSQL connector"
+	ScopeConnect   Scope = "Kafka Connect"
+	ScopeServer    Scope = "Debezium Server"
+)
+
+// Options is the compatibility catalogue; the README's table is made from
+// it and a test keeps the two in step.
+var Options = []Option{
+	// The router.
+	{Name: "table.field.event.id", Scope: ScopeRouter, Default: "id", Status: Same, Text: "`outbox.columns.id`; header `id`"},
+	{Name: "table.field.event.key", Scope: ScopeRouter, Default: "aggregateid", Status: WithNote, Text: "`outbox.columns.aggregateid`; a NULL key is an error naming the event (Debezium sends a null key)"},
+	{Name: "table.field.event.type", Scope: ScopeRouter, Default: "type", Status: Same, Text: "`outbox.columns.type`"},
+	{Name: "table.field.event.payload", Scope: ScopeRouter, Default: "payload", Status: Same, Text: "`outbox.columns.payload`"},
+	{Name: "table.field.event.timestamp", Scope: ScopeRouter, Default: "(none)", Status: WithNote, Text: "`routing.timestamp_column`; timestamp columns as Debezium, timestamptz and bigint (epoch ms) too, which Debezium refuses. Without it the record timestamp is the commit time, where Debezium uses the time it processed the change"},
+	{Name: "table.field.event.schema.version", Scope: ScopeRouter, Default: "(none)", Status: Same, Text: "`routing.schema_version_column`; the version of the envelope struct schema"},
+	{Name: "table.field.event.payload.id", Scope: ScopeRouter, Default: "aggregateid", Status: No, Text: "removed in Debezium 2.0; use table.field.event.key", Report: Warning},
+	{Name: "table.fields.additional.placement", Scope: ScopeRouter, Default: "(none)", Status: WithNote, Text: "`routing.additional_fields`; header, envelope and partition placements with aliases. Debezium Server does not pass the partition on; outboxrelay does"},
+	{Name: "table.fields.additional.error.on.missing", Scope: ScopeRouter, Default: "true", Status: Same, Text: "`routing.additional_fields_required`"},
+	{Name: "table.expand.json.payload", Scope: ScopeRouter, Default: "false", Status: WithNote, Text: "`routing.expand_json_payload`; when objects in one array have different fields, the merged field order follows first appearance (Debezium's follows Java hash order); a payload Debezium's task would fail on (a top-level array, clashing types) is an error naming the event"},
+	{Name: "table.json.payload.null.behavior", Scope: ScopeRouter, Default: "ignore", Status: Same, Text: "`routing.json_null_fields`: ignore or optional_bytes"},
+	{Name: "route.by.field", Scope: ScopeRouter, Default: "aggregatetype", Status: Same, Text: "`outbox.columns.aggregatetype`"},
+	{Name: "route.topic.regex", Scope: ScopeRouter, Default: DefaultTopicRegex, Status: WithNote, Text: "`routing.topic_regex`; Go's RE2 syntax, which lacks lookaround and backreferences (those are refused)"},
+	{Name: "route.topic.replacement", Scope: ScopeRouter, Default: DefaultTopicReplacement, Status: Same, Text: "`routing.topic_prefix` (a prefix before ${routedByValue}), `routing.topic` (no group), or `routing.topic_replacement`; Java's replacement syntax"},
+	{Name: "route.tombstone.on.empty.payload", Scope: ScopeRouter, Default: "false", Status: Same, Text: "`routing.tombstone_on_empty_payload`"},
+	{Name: "table.op.invalid.behavior", Scope: ScopeRouter, Default: "warn", Status: WithNote, Text: "warn and error: UPDATEs of outbox rows are skipped and logged (warning, once a minute); fatal is not supported, outboxrelay skips them"},
+	{Name: "debezium.op.invalid.behavior", Scope: ScopeRouter, Default: "warn", Status: WithNote, Text: "old name of table.op.invalid.behavior"},
+	{Name: "tracing.span.context.field", Scope: ScopeRouter, Default: "tracingspancontext", Status: WithNote, Text: "`routing.tracing_column`; its W3C traceparent (and tracestate) go out first, unchanged: Debezium sends the id of a span it creates as the parent, and only with OpenTelemetry on its classpath (set the key empty if yours had none)"},
+	{Name: "tracing.operation.name", Scope: ScopeRouter, Default: "debezium-read", Status: NoEffect, Text: "outboxrelay creates no spans", Report: Info},
+	{Name: "tracing.with.context.field.only", Scope: ScopeRouter, Default: "false", Status: NoEffect, Text: "headers are sent only for rows with a span context", Report: Info},
+	{Name: "predicate, negate", Scope: ScopeRouter, Default: "(none)", Status: WithNote, Text: "a TopicNameMatches predicate that selects the outbox table is accepted (outboxrelay reads only that table); any other predicate is refused"},
+
+	// The connector.
+	{Name: "connector.class", Scope: ScopeConnector, Default: "(required)", Status: Same, Text: "must be io.debezium.connector.postgresql.PostgresConnector"},
+	{Name: "database.hostname, database.port, database.user, database.password, database.dbname", Scope: ScopeConnector, Default: "port 5432", Status: WithNote, Text: "`postgres.url`; `debezium translate` leaves the password out (set PGPASSWORD or OUTBOXRELAY_POSTGRES_URL)"},
+	{Name: "database.sslmode, database.sslrootcert, database.sslcert, database.sslkey, database.sslpassword", Scope: ScopeConnector, Default: "prefer", Status: Same, Text: "query parameters of `postgres.url`"},
+	{Name: "database.sslfactory", Scope: ScopeConnector, Status: No, Text: "a Java class; use the ssl* options", Report: Unsupported},
+	{Name: "database.initial.statements", Scope: ScopeConnector, Status: No, Text: "not run", Report: Warning},
+	{Name: "topic.prefix, database.server.name", Scope: ScopeConnector, Default: "(required)", Status: Same, Text: "`routing.schema_topic_prefix`: names the envelope struct schema"},
+	{Name: "plugin.name", Scope: ScopeConnector, Default: "decoderbufs", Status: WithNote, Text: "pgoutput only; decoderbufs and wal2json are refused (switch Debezium to pgoutput with a new slot first); when unset, a slot that exists must be pgoutput"},
+	{Name: "slot.name", Scope: ScopeConnector, Default: "debezium", Status: Same, Text: "`cdc.slot`; outboxrelay resumes from the slot's confirmed position"},
+	{Name: "publication.name", Scope: ScopeConnector, Default: "dbz_publication", Status: Same, Text: "`cdc.publication`"},
+	{Name: "publication.autocreate.mode", Scope: ScopeConnector, Default: "all_tables", Status: WithNote, Text: "`cdc.create_publication`: all_tables and filtered create a missing publication FOR TABLE <outbox> WITH (publish = 'insert'); disabled and no_tables create none. An existing publication is used as it is"},
+	{Name: "table.include.list, table.whitelist", Scope: ScopeConnector, Default: "(all tables)", Status: WithNote, Text: "`outbox.table`: one table, named literally (dots may be escaped); a list or a pattern is refused"},
+	{Name: "schema.include.list, schema.exclude.list, table.exclude.list", Scope: ScopeConnector, Status: NoEffect, Text: "outboxrelay reads only the outbox table", Report: Info},
+	{Name: "column.include.list, column.exclude.list", Scope: ScopeConnector, Status: WithNote, Text: "not applied: the router sees every column (matters only for an excluded additional field)", Report: Warning},
+	{Name: "status.update.interval.ms", Scope: ScopeConnector, Default: "10000", Status: Same, Text: "`cdc.status_interval`"},
+	{Name: "heartbeat.interval.ms", Scope: ScopeConnector, Default: "0", Status: WithNote, Text: "`cdc.heartbeat_interval`: a logical message keeps an idle slot moving; no heartbeat records are written to Kafka"},
+	{Name: "heartbeat.action.query", Scope: ScopeConnector, Status: No, Text: "not run; the heartbeat's logical message needs no table", Report: Warning},
+	{Name: "topic.heartbeat.prefix", Scope: ScopeConnector, Default: "__debezium-heartbeat", Status: NoEffect, Text: "no heartbeat records", Report: Info},
+	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "outboxrelay never snapshots; it relays what commits after its slot's position (outbox rows are events, not state)", Report: Warning},
+	{Name: "slot.drop.on.stop", Scope: ScopeConnector, Default: "false", Status: No, Text: "outboxrelay never drops its slot", Report: Warning},
+	{Name: "slot.stream.params", Scope: ScopeConnector, Status: No, Text: "outboxrelay sends proto_version and publication_names only", Report: Warning},
+	{Name: "flush.lsn.source", Scope: ScopeConnector, Default: "true", Status: WithNote, Text: "outboxrelay always confirms what Kafka has acknowledged", Report: Warning},
+	{Name: "binary.handling.mode", Scope: ScopeConnector, Default: "bytes", Status: WithNote, Text: "bytes only", Report: Unsupported},
+	{Name: "time.precision.mode", Scope: ScopeConnector, Default: "adaptive", Status: WithNote, Text: "adaptive and adaptive_time_microseconds only", Report: Unsupported},
+	{Name: "decimal.handling.mode, hstore.handling.mode, interval.handling.mode", Scope: ScopeConnector, Status: NoEffect, Text: "numeric, hstore and interval columns are not supported in keys, headers or envelopes", Report: Info},
+	{Name: "column.propagate.source.type, datatype.propagate.source.type", Scope: ScopeConnector, Status: No, Text: "adds schema parameters outboxrelay does not write; refused with JsonConverter schemas.enable=true", Report: Warning},
+	{Name: "field.name.adjustment.mode, sanitize.field.names", Scope: ScopeConnector, Default: "none", Status: WithNote, Text: "none only; avro names are refused when table.expand.json.payload is on", Report: Warning},
+	{Name: "schema.name.adjustment.mode", Scope: ScopeConnector, Default: "none", Status: WithNote, Text: "names are not adjusted; matters only for envelope schemas of aggregate types with characters Avro forbids", Report: Warning},
+	{Name: "tombstones.on.delete", Scope: ScopeConnector, Default: "true", Status: NoEffect, Text: "the router drops deletes", Report: Info},
+	{Name: "skipped.operations", Scope: ScopeConnector, Default: "t", Status: NoEffect, Text: "only inserts are events", Report: Info},
+	{Name: "provide.transaction.metadata", Scope: ScopeConnector, Default: "false", Status: No, Text: "no transaction topic", Report: Warning},
+	{Name: "message.key.columns", Scope: ScopeConnector, Status: NoEffect, Text: "the router sets the key", Report: Info},
+	{Name: "max.batch.size, max.queue.size, max.queue.size.in.bytes, poll.interval.ms", Scope: ScopeConnector, Status: NoEffect, Text: "see `cdc.max_batch_events` and `kafka.max_buffered_records`", Report: Info},
+	{Name: "event.processing.failure.handling.mode, errors.max.retries", Scope: ScopeConnector, Default: "fail", Status: WithNote, Text: "a bad row stops the relay or goes to `kafka.dead_letter_topic`; connection failures are retried with backoff", Report: Info},
+	{Name: "signal.*, incremental.snapshot.*, notification.*, read.only", Scope: ScopeConnector, Status: No, Text: "outboxrelay has no signals or snapshots", Report: Warning},
+	{Name: "converters", Scope: ScopeConnector, Status: No, Text: "custom converters change values outboxrelay cannot reproduce", Report: Unsupported},
+	{Name: "topic.delimiter, topic.naming.strategy", Scope: ScopeConnector, Status: WithNote, Text: "only the default `.` naming is understood (it names the envelope schema)", Report: Warning},
+
+	// Kafka Connect.
+	{Name: "name", Scope: ScopeConnect, Status: Same, Text: "`kafka.client_id` connector-producer-<name>-0, the client id Kafka Connect's producer has"},
+	{Name: "tasks.max", Scope: ScopeConnect, Default: "1", Status: NoEffect, Text: "one relay per outbox table, as Debezium's one task", Report: Info},
+	{Name: "key.converter, value.converter", Scope: ScopeConnect, Default: "the worker's", Status: WithNote, Text: "`routing.key_format`/`routing.value_format`: JsonConverter (json, json+schema), StringConverter (string), ByteArrayConverter (bytes); others refused. Unset, the worker's is assumed to be JsonConverter with schemas, as in Debezium's images"},
+	{Name: "key.converter.schemas.enable, value.converter.schemas.enable", Scope: ScopeConnect, Default: "true", Status: Same, Text: "json (false) or json+schema (true)"},
+	{Name: "header.converter", Scope: ScopeConnect, Default: "SimpleHeaderConverter", Status: Same, Text: "`routing.header_format`: simple, json, json+schema"},
+	{Name: "value.converter.replace.null.with.default", Scope: ScopeConnect, Default: "true", Status: WithNote, Text: "true only", Report: Unsupported},
+	{Name: "transforms", Scope: ScopeConnect, Status: WithNote, Text: "exactly one io.debezium.transforms.outbox.EventRouter; any other transform is refused"},
+	{Name: "producer.override.compression.type", Scope: ScopeConnect, Default: "none", Status: Same, Text: "`kafka.compression`"},
+	{Name: "producer.override.max.request.size", Scope: ScopeConnect, Default: "1048576", Status: Same, Text: "`kafka.max_record_bytes`"},
+	{Name: "producer.override.security.protocol, sasl.mechanism, sasl.jaas.config", Scope: ScopeConnect, Default: "PLAINTEXT", Status: WithNote, Text: "`kafka.tls.enabled`, `kafka.sasl.*`: SSL, SASL_SSL and SASL_PLAINTEXT with PLAIN or SCRAM-SHA-256/512 (username and password from a PlainLoginModule or ScramLoginModule JAAS line); GSSAPI and OAUTHBEARER are refused"},
+	{Name: "producer.override.ssl.truststore.location, ssl.keystore.location", Scope: ScopeConnect, Status: WithNote, Text: "`kafka.tls.ca_file`, `kafka.tls.cert_file`/`key_file` for PEM stores (ssl.*.type=PEM); JKS and PKCS12 are refused (convert them to PEM)"},
+	{Name: "producer.override.partitioner.class", Scope: ScopeConnect, Status: No, Text: "outboxrelay partitions by murmur2 of the key, the Java default", Report: Unsupported},
+	{Name: "producer.override.* (others)", Scope: ScopeConnect, Status: NoEffect, Text: "outboxrelay always produces with acks=all and idempotence", Report: Info},
+	{Name: "errors.tolerance", Scope: ScopeConnect, Default: "none", Status: WithNote, Text: "all is not supported: a bad row stops the relay or goes to `kafka.dead_letter_topic`", Report: Warning},
+	{Name: "topic.creation.*", Scope: ScopeConnect, Status: No, Text: "topics are created by the broker's defaults when first written", Report: Warning},
+	{Name: "config.providers ${file:...}, ${directory:...}, ${env:...}", Scope: ScopeConnect, Status: WithNote, Text: "resolved as Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider would; other providers are refused by name"},
+
+	// Debezium Server.
+	{Name: "debezium.source.*", Scope: ScopeServer, Status: Same, Text: "the connector options above"},
+	{Name: "debezium.transforms, debezium.predicates", Scope: ScopeServer, Status: Same, Text: "as transforms and predicates"},
+	{Name: "debezium.format.key, debezium.format.value", Scope: ScopeServer, Default: "json", Status: Same, Text: "json, jsonbytearray (json+schema unless .schemas.enable=false), simplestring (string)"},
+	{Name: "debezium.format.header", Scope: ScopeServer, Default: "json", Status: Same, Text: "json, jsonbytearray (json+schema unless debezium.format.header.schemas.enable=false)"},
+	{Name: "debezium.sink.type", Scope: ScopeServer, Default: "(required)", Status: Same, Text: "kafka only"},
+	{Name: "debezium.sink.kafka.producer.bootstrap.servers", Scope: ScopeServer, Status: Same, Text: "`kafka.brokers`"},
+	{Name: "debezium.sink.kafka.producer.*", Scope: ScopeServer, Status: WithNote, Text: "as producer.override.* above"},
+	{Name: "record timestamp", Scope: ScopeServer, Status: WithNote, Text: "Debezium Server leaves it to the producer (the send time); outboxrelay writes the commit time or routing.timestamp_column"},
+	{Name: "${NAME} and ${NAME:default}", Scope: ScopeServer, Status: WithNote, Text: "expanded from the file and the environment; an expression that resolves nowhere stays as written"},
+}
+
+// CompatibilityTable is the README's table of Debezium options.
+func CompatibilityTable() string {
+	var b strings.Builder
+	b.WriteString("| option | Debezium default | status | in outboxrelay |\n|---|---|---|---|\n")
+	for _, o := range Options {
+		def := o.Default
+		if def == "" {
+			def = "(none)"
+		}
+		fmt.Fprintf(&b, "| %s: `%s` | %s | %s | %s |\n", shortScope(o.Scope), o.Name, strings.ReplaceAll(def, "|", `\|`), o.Status, o.Text)
+	}
+	return b.String()
+}
+
+func shortScope(s Scope) string {
+	switch s {
+	case ScopeRouter:
+		return "router"
+	case ScopeConnector:
+		return "connector"
+	case ScopeConnect:
+		return "Connect"
+	}
+	return "Server"
+}
+
+// lookup finds the catalogue entry an option falls under: by its name, as
+// one of a comma-separated list of names, or by a name ending in ".*".
+func lookup(scope Scope, name string) (Option, bool) {
+	for _, o := range Options {
+		if o.Scope != scope {
+			continue
+		}
+		for n := range strings.SplitSeq(o.Name, ",") {
+			n = strings.TrimSpace(n)
+			if n == name || (strings.HasSuffix(n, ".*") && strings.HasPrefix(name, strings.TrimSuffix(n, "*"))) {
+				return o, true
+			}
+		}
+	}
+	return Option{}, false
+}

@@ -1,0 +1,297 @@
+package debezium
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Debezium's semantic type names (io.debezium.data.*, io.debezium.time.*).
+const (
+	nameJSON           = "io.debezium.data.Json"
+	nameUUID           = "io.debezium.data.Uuid"
+	nameXML            = "io.debezium.data.Xml"
+	nameDate           = "io.debezium.time.Date"
+	nameTimestamp      = "io.debezium.time.Timestamp"
+	nameMicroTimestamp = "io.debezium.time.MicroTimestamp"
+	nameZonedTimestamp = "io.debezium.time.ZonedTimestamp"
+)
+
+// column is what the outbox table's catalog says about one column.
+type column struct {
+	name    string
+	typName string // pg_type.typname: int4, varchar, jsonb, ...
+	typMod  int32
+	notNull bool
+	// defaultExpr is pg_get_expr of the column default; "" for none.
+	defaultExpr string
+}
+
+// errUnsupportedType says a column's type has no Debezium mapping here.
+var errUnsupportedType = errors.New("type not supported")
+
+// schema is the Connect schema Debezium's PostgreSQL connector gives the
+// column with its default settings (decimal.handling.mode=precise,
+// time.precision.mode=adaptive, binary.handling.mode=bytes): optional
+// unless NOT NULL, with the column default where Debezium parses one.
+func (c *column) schema() (*Schema, error) {
+	s := &Schema{Optional: !c.notNull}
+	switch c.typName {
+	case "bool":
+		s.Type = TypeBoolean
+	case "int2":
+		s.Type = TypeInt16
+	case "int4":
+		s.Type = TypeInt32
+	case "int8":
+		s.Type = TypeInt64
+	case "float4":
+		s.Type = TypeFloat32
+	case "float8":
+		s.Type = TypeFloat64
+	case "text", "varchar", "bpchar", "char", "name":
+		s.Type = TypeString
+	case "uuid":
+		s.Type, s.Name, s.Version = TypeString, nameUUID, 1
+	case "json", "jsonb":
+		s.Type, s.Name, s.Version = TypeString, nameJSON, 1
+	case "xml":
+		s.Type, s.Name, s.Version = TypeString, nameXML, 1
+	case "bytea":
+		s.Type = TypeBytes
+	case "date":
+		s.Type, s.Name, s.Version = TypeInt32, nameDate, 1
+	case "timestamp":
+		s.Type, s.Version = TypeInt64, 1
+		if c.typMod >= 0 && c.typMod <= 3 {
+			s.Name = nameTimestamp
+		} else {
+			s.Name = nameMicroTimestamp
+		}
+	case "timestamptz":
+		s.Type, s.Name, s.Version = TypeString, nameZonedTimestamp, 1
+	default:
+		return nil, fmt.Errorf("column %q has type %s: %w (outboxrelay writes Debezium's form of bool, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb, xml, bytea, date, timestamp and timestamptz)", c.name, c.typName, errUnsupportedType)
+	}
+	if c.defaultExpr != "" {
+		if d, ok := c.parseDefault(); ok {
+			s.Default = d
+		}
+	}
+	return s, nil
+}
+
+// value converts the column's PostgreSQL text form (raw bytes for bytea)
+// into the Connect value Debezium produces.
+func (c *column) value(raw []byte, null bool) (any, error) {
+	if null {
+		return nil, nil
+	}
+	text := string(raw)
+	switch c.typName {
+	case "bool":
+		switch text {
+		case "t", "true":
+			return true, nil
+		case "f", "false":
+			return false, nil
+		}
+		return nil, fmt.Errorf("column %q: %q is not a boolean", c.name, text)
+	case "int2", "int4", "int8":
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %q is not an integer", c.name, text)
+		}
+		return n, nil
+	case "float4":
+		f, err := strconv.ParseFloat(text, 32)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %q is not a number", c.name, text)
+		}
+		return float32(f), nil
+	case "float8":
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %q is not a number", c.name, text)
+		}
+		return f, nil
+	case "bytea":
+		return append([]byte(nil), raw...), nil
+	case "uuid":
+		return strings.ToLower(text), nil
+	case "date":
+		t, err := time.Parse("2006-01-02", text)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %q is not a date outboxrelay can convert (infinity and BC dates are not supported)", c.name, text)
+		}
+		return t.Unix() / 86400, nil
+	case "timestamp":
+		t, err := parsePGTimestamp(text, false)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		if c.typMod >= 0 && c.typMod <= 3 {
+			return t.UnixMilli(), nil
+		}
+		return t.UnixMicro(), nil
+	case "timestamptz":
+		t, err := parsePGTimestamp(text, true)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		return isoOffsetDateTime(t), nil
+	}
+	return text, nil
+}
+
+// parsePGTimestamp reads timestamp and timestamptz output in the ISO
+// DateStyle: "2024-01-02 03:04:05.123456" and, with a zone, "+01",
+// "+05:30" or "+05:30:15" after it. A timestamp without zone is taken as
+// UTC, as Debezium does.
+func parsePGTimestamp(text string, zoned bool) (time.Time, error) {
+	layout := "2006-01-02 15:04:05.999999"
+	if zoned {
+		switch {
+		case len(text) > 9 && (text[len(text)-9] == '+' || text[len(text)-9] == '-'):
+			layout += "-07:00:00"
+		case len(text) > 6 && (text[len(text)-6] == '+' || text[len(text)-6] == '-'):
+			layout += "-07:00"
+		default:
+			layout += "-07"
+		}
+	}
+	t, err := time.Parse(layout, text)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not a timestamp outboxrelay can convert (set DateStyle to ISO; infinity and BC are not supported)", text)
+	}
+	return t.UTC(), nil
+}
+
+// isoOffsetDateTime formats t (in UTC) as Java's ISO_OFFSET_DATE_TIME,
+// which ZonedTimestamp uses: seconds always, the fraction only as long as
+// it needs to be, Z for UTC.
+func isoOffsetDateTime(t time.Time) string {
+	s := t.UTC().Format("2006-01-02T15:04:05")
+	if ns := t.Nanosecond(); ns != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%09d", ns), "0")
+	}
+	return s + "Z"
+}
+
+// timestampMillis reads the column as the record timestamp, in epoch
+// milliseconds, as the router's table.field.event.timestamp does.
+func (c *column) timestampMillis(raw []byte) (int64, error) {
+	text := string(raw)
+	switch c.typName {
+	case "timestamp", "timestamptz":
+		t, err := parsePGTimestamp(text, c.typName == "timestamptz")
+		if err != nil {
+			return 0, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		// Java's long division truncates toward zero.
+		us := t.UnixMicro()
+		if c.typName == "timestamp" && c.typMod >= 0 && c.typMod <= 3 {
+			return t.UnixMilli(), nil
+		}
+		return us / 1000, nil
+	case "int8", "int4":
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("column %q: %q is not an integer", c.name, text)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("column %q has type %s; the event timestamp must be a timestamp, timestamptz or bigint (epoch milliseconds) column", c.name, c.typName)
+}
+
+// Debezium's PostgresDefaultValueConverter reads a default expression as a
+// literal ('x'::type or a bare constant); for one that calls a function
+// (now(), gen_random_uuid(), nextval(...)) it puts a placeholder value in
+// the schema instead.
+var (
+	literalDefault  = regexp.MustCompile(`'(.*?)'`)
+	functionDefault = regexp.MustCompile(`^[(]?[A-Za-z0-9_]+\((?:.+(?:, ?.+)*)?\)`)
+)
+
+func extractDefault(expr, placeholder string) string {
+	if functionDefault.MatchString(expr) {
+		return placeholder
+	}
+	if !strings.Contains(expr, "'") {
+		return expr
+	}
+	if m := literalDefault.FindStringSubmatch(expr); m != nil {
+		return m[1]
+	}
+	return expr
+}
+
+// parseDefault is the default value Debezium puts in the column's schema,
+// if any: Debezium leaves it out when it cannot parse the expression.
+func (c *column) parseDefault() (any, bool) {
+	expr := c.defaultExpr
+	nullable := func(placeholder string) (string, bool) {
+		if strings.HasPrefix(expr, "NULL::") {
+			return "", false
+		}
+		return extractDefault(expr, placeholder), true
+	}
+	switch c.typName {
+	case "bool":
+		v, ok := nullable("false")
+		return strings.EqualFold(v, "true"), ok
+	case "int2", "int4", "int8":
+		v, ok := nullable("0")
+		if !ok {
+			return nil, false
+		}
+		bits := map[string]int{"int2": 16, "int4": 32, "int8": 64}[c.typName]
+		n, err := strconv.ParseInt(v, 10, bits)
+		return n, err == nil
+	case "float4":
+		v, ok := nullable("0.0")
+		if !ok {
+			return nil, false
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+		return float32(f), err == nil
+	case "float8":
+		v, ok := nullable("0.0")
+		if !ok {
+			return nil, false
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return f, err == nil
+	case "text", "varchar", "bpchar":
+		return extractDefault(expr, ""), true
+	case "json", "jsonb":
+		return extractDefault(expr, "{}"), true
+	case "xml":
+		return extractDefault(expr, ""), true
+	case "uuid":
+		v := strings.ToLower(extractDefault(expr, "00000000-0000-0000-0000-000000000000"))
+		if !uuidText.MatchString(v) {
+			return nil, false
+		}
+		return v, true
+	case "date":
+		v, err := c.value([]byte(extractDefault(expr, "1970-01-01")), false)
+		return v, err == nil
+	case "timestamp", "timestamptz":
+		text := extractDefault(expr, "1970-01-01 00:00:00")
+		if len(text) == len("2006-01-02") {
+			text += " 00:00:00"
+		}
+		if c.typName == "timestamptz" && !strings.ContainsAny(text[min(len(text), 19):], "+-") {
+			text += "+00"
+		}
+		v, err := c.value([]byte(text), false)
+		return v, err == nil
+	}
+	return nil, false
+}
+
+var uuidText = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -1,0 +1,429 @@
+package debezium
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Translation is a Debezium configuration in outboxrelay's terms: native
+// configuration keys, and a note for every option that is not simply
+// mapped.
+type Translation struct {
+	Kind  Kind
+	Name  string
+	Notes []Note
+
+	settings []setting
+	// secrets are left out of YAML(false): the database password (put in
+	// postgres.url) and other native keys' values.
+	password string
+	secrets  map[string]string
+}
+
+// setting is one native key, in the order the translation wrote it.
+type setting struct {
+	key   string
+	value any // string, bool, int or []string
+}
+
+// Err reports every unsupported option at once, each an [*OptionError]
+// naming it; nil when the configuration can run.
+func (t *Translation) Err() error {
+	var errs []error
+	for _, n := range t.Notes {
+		if n.Severity == Unsupported {
+			errs = append(errs, &OptionError{Option: n.Option, Err: errors.New(n.Text)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Setting returns the native value written for key, for tests and tools.
+func (t *Translation) Setting(key string) (any, bool) {
+	for _, s := range t.settings {
+		if s.key == key {
+			return s.value, true
+		}
+	}
+	return nil, false
+}
+
+// YAML renders the native configuration. With secrets false the database
+// password is left out of postgres.url (libpq's PGPASSWORD or a
+// ~/.pgpass file supplies it, or OUTBOXRELAY_POSTGRES_URL replaces the
+// URL); notes become comments at the top.
+func (t *Translation) YAML(secrets bool) ([]byte, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	var head strings.Builder
+	fmt.Fprintf(&head, "Translated from a %s", t.Kind)
+	if t.Name != "" {
+		fmt.Fprintf(&head, " (connector %q)", t.Name)
+	}
+	head.WriteString(" by `outboxrelay debezium translate`.")
+	if len(t.Notes) > 0 {
+		head.WriteString("\nNotes:")
+		for _, n := range t.Notes {
+			head.WriteString("\n  " + n.String())
+		}
+	}
+	root.HeadComment = head.String()
+	for _, s := range t.settings {
+		v := s.value
+		if s.key == "postgres.url" && secrets && t.password != "" {
+			u, err := url.Parse(v.(string))
+			if err == nil {
+				u.User = url.UserPassword(u.User.Username(), t.password)
+				v = u.String()
+			}
+		}
+		put(root, strings.Split(s.key, "."), v)
+	}
+	if secrets {
+		for _, k := range slices.Sorted(maps.Keys(t.secrets)) {
+			put(root, strings.Split(k, "."), t.secrets[k])
+		}
+	}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), enc.Close()
+}
+
+func put(m *yaml.Node, path []string, v any) {
+	for i := 0; i < len(m.Content); i += 2 {
+		if m.Content[i].Value == path[0] {
+			if len(path) == 1 {
+				m.Content[i+1] = valueNode(v)
+			} else {
+				put(m.Content[i+1], path[1:], v)
+			}
+			return
+		}
+	}
+	k := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: path[0]}
+	if len(path) == 1 {
+		m.Content = append(m.Content, k, valueNode(v))
+		return
+	}
+	child := &yaml.Node{Kind: yaml.MappingNode}
+	m.Content = append(m.Content, k, child)
+	put(child, path[1:], v)
+}
+
+func valueNode(v any) *yaml.Node {
+	switch x := v.(type) {
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(x)}
+	case int:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(x)}
+	case []string:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, s := range x {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s})
+		}
+		return n
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: fmt.Sprint(v)}
+}
+
+// translator holds the state of one translation.
+type translator struct {
+	t   *Translation
+	env Env
+
+	conn      *Properties // connector options
+	used      map[string]bool
+	router    string // the outbox router's transform name
+	routerPfx string // its option prefix in conn
+	server    bool
+	formats   map[string]string // debezium.format.* (Server)
+	producer  *Properties       // producer settings
+	prodLabel string            // how producer options are named in notes
+}
+
+// Translate maps a Debezium configuration to outboxrelay's. Options
+// outboxrelay cannot honour are notes of severity [Unsupported], which
+// [Translation.Err] reports; the rest are mapped or noted.
+func Translate(f *File, env Env) *Translation {
+	tr := &translator{
+		t:        &Translation{Kind: f.Kind, Name: f.Name, secrets: map[string]string{}},
+		env:      env,
+		conn:     NewProperties(),
+		used:     map[string]bool{},
+		formats:  map[string]string{},
+		producer: NewProperties(),
+	}
+	if f.Kind == ServerProperties {
+		tr.splitServer(f.Props)
+	} else {
+		tr.splitConnect(f.Props)
+	}
+	tr.connector()
+	tr.transforms()
+	tr.converters()
+	tr.producerOptions()
+	tr.leftovers()
+	return tr.t
+}
+
+func (tr *translator) note(option string, sev Severity, format string, args ...any) {
+	tr.t.Notes = append(tr.t.Notes, Note{Option: option, Severity: sev, Text: fmt.Sprintf(format, args...)})
+}
+
+func (tr *translator) set(key string, v any) {
+	for i, s := range tr.t.settings {
+		if s.key == key {
+			tr.t.settings[i].value = v
+			return
+		}
+	}
+	tr.t.settings = append(tr.t.settings, setting{key: key, value: v})
+}
+
+// get returns a connector option, marking it used.
+func (tr *translator) get(key string) (string, bool) {
+	v, ok := tr.conn.Get(key)
+	if ok {
+		tr.used[key] = true
+	}
+	return v, ok
+}
+
+// resolve applies config providers to one value.
+func (tr *translator) resolve(option, v string) string {
+	out, err := resolveProviders(option, v, tr.env)
+	if err != nil {
+		tr.note(option, Unsupported, "%v", errors.Unwrap(err))
+	}
+	return out
+}
+
+func (tr *translator) splitConnect(p *Properties) {
+	for _, k := range p.Keys() {
+		v, _ := p.Get(k)
+		v = tr.resolve(k, v)
+		if rest, ok := strings.CutPrefix(k, "producer.override."); ok {
+			tr.producer.Set(rest, v)
+			continue
+		}
+		tr.conn.Set(k, v)
+	}
+	tr.prodLabel = "producer.override."
+}
+
+func (tr *translator) splitServer(p *Properties) {
+	tr.server = true
+	tr.prodLabel = "debezium.sink.kafka.producer."
+	for _, k := range p.Keys() {
+		v, _ := p.Get(k)
+		v = tr.resolve(k, v)
+		v, unresolved := expandServer(v, p, tr.env)
+		for _, ref := range unresolved {
+			tr.note(k, Warning, "%s resolves to no property or environment variable and stays as written (Debezium Server would not start)", ref)
+		}
+		switch {
+		case strings.HasPrefix(k, "debezium.source."):
+			tr.conn.Set(strings.TrimPrefix(k, "debezium.source."), v)
+		case k == "debezium.transforms" || strings.HasPrefix(k, "debezium.transforms.") ||
+			k == "debezium.predicates" || strings.HasPrefix(k, "debezium.predicates."):
+			tr.conn.Set(strings.TrimPrefix(k, "debezium."), v)
+		case strings.HasPrefix(k, "debezium.format."):
+			tr.formats[strings.TrimPrefix(k, "debezium.format.")] = v
+		case strings.HasPrefix(k, "debezium.sink.kafka.producer."):
+			tr.producer.Set(strings.TrimPrefix(k, "debezium.sink.kafka.producer."), v)
+		case k == "debezium.sink.type":
+			if v != "kafka" {
+				tr.note(k, Unsupported, "sink %q is not supported; outboxrelay writes to Kafka (debezium.sink.type=kafka)", v)
+			}
+		case strings.HasPrefix(k, "quarkus."), strings.HasPrefix(k, "debezium.api."), strings.HasPrefix(k, "debezium.sink.kafka."):
+			tr.note(k, Info, "Debezium Server's own setting; no effect on records")
+		default:
+			tr.note(k, Warning, "unknown Debezium Server option; ignored")
+		}
+	}
+	if _, ok := p.Get("debezium.sink.type"); !ok {
+		tr.note("debezium.sink.type", Unsupported, "not set; outboxrelay needs debezium.sink.type=kafka")
+	}
+}
+
+// connector maps the PostgreSQL connector's options.
+func (tr *translator) connector() {
+	if v, ok := tr.get("connector.class"); ok && v != "io.debezium.connector.postgresql.PostgresConnector" {
+		tr.note("connector.class", Unsupported, "%s is not Debezium's PostgreSQL connector (io.debezium.connector.postgresql.PostgresConnector)", v)
+	} else if !ok {
+		tr.note("connector.class", Warning, "not set; taken to be io.debezium.connector.postgresql.PostgresConnector")
+	}
+	if name, ok := tr.get("name"); ok && !tr.server {
+		tr.set("kafka.client_id", "connector-producer-"+name+"-0")
+	} else if tr.t.Name != "" && !tr.server {
+		tr.set("kafka.client_id", "connector-producer-"+tr.t.Name+"-0")
+	}
+	tr.postgresURL()
+	tr.set("source", "cdc")
+
+	table := tr.table()
+	tr.set("outbox.table", table)
+
+	switch plugin, ok := tr.get("plugin.name"); {
+	case !ok:
+		tr.note("plugin.name", Warning, "not set, and Debezium's default is decoderbufs, which outboxrelay cannot read: outboxrelay creates the slot with pgoutput when it is missing, and stops with an error if the slot exists with another plugin (switch Debezium to plugin.name=pgoutput with a new slot first)")
+	case plugin == "pgoutput":
+	case plugin == "decoderbufs":
+		tr.note("plugin.name", Unsupported, "decoderbufs slots cannot be read by outboxrelay, which speaks pgoutput: switch Debezium to plugin.name=pgoutput (with a new slot.name; let it run until the old slot is drained), then take over that slot")
+	default:
+		tr.note("plugin.name", Unsupported, "%q is not supported; outboxrelay reads pgoutput slots only: switch Debezium to plugin.name=pgoutput first", plugin)
+	}
+	slot, ok := tr.get("slot.name")
+	if !ok {
+		slot = "debezium"
+	}
+	tr.set("cdc.slot", slot)
+	pub, ok := tr.get("publication.name")
+	if !ok {
+		pub = "dbz_publication"
+	}
+	tr.set("cdc.publication", pub)
+	switch mode, _ := tr.get("publication.autocreate.mode"); mode {
+	case "", "all_tables", "filtered":
+		tr.set("cdc.create_publication", true)
+		if mode != "filtered" {
+			tr.note("publication.autocreate.mode", Info, "a missing publication %s is created FOR TABLE %s WITH (publish = 'insert'), not FOR ALL TABLES; an existing one is used as it is", pub, table)
+		}
+	case "disabled", "no_tables":
+		tr.set("cdc.create_publication", false)
+		if mode == "no_tables" {
+			tr.note("publication.autocreate.mode", Info, "no_tables: the publication is not created; it must include %s", table)
+		}
+	default:
+		tr.note("publication.autocreate.mode", Unsupported, "%q is not all_tables, filtered, disabled or no_tables", mode)
+	}
+	if v, ok := tr.get("status.update.interval.ms"); ok {
+		if d, ok := tr.millis("status.update.interval.ms", v); ok {
+			tr.set("cdc.status_interval", d)
+		}
+	}
+	if v, ok := tr.get("heartbeat.interval.ms"); ok && v != "0" {
+		if d, ok := tr.millis("heartbeat.interval.ms", v); ok {
+			tr.set("cdc.heartbeat_interval", d)
+			tr.note("heartbeat.interval.ms", Info, "cdc.heartbeat_interval: a logical message (pg_logical_emit_message) keeps the slot moving while the outbox is idle; no records go to __debezium-heartbeat.<topic.prefix>")
+		}
+	}
+	for _, k := range []string{"topic.prefix", "database.server.name"} {
+		if v, ok := tr.get(k); ok {
+			tr.set("routing.schema_topic_prefix", v)
+			break
+		}
+	}
+	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
+		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
+	}
+	if v, ok := tr.get("snapshot.mode"); !ok || (v != "never" && v != "no_data") {
+		if !ok {
+			v = "initial"
+		}
+		tr.note("snapshot.mode", Info, "%s: outboxrelay takes no snapshot; it relays what commits after the slot's confirmed position, which is where Debezium left off once its snapshot was done", v)
+	}
+	for _, k := range []string{"time.precision.mode", "binary.handling.mode"} {
+		v, ok := tr.get(k)
+		if !ok {
+			continue
+		}
+		allowed := map[string][]string{"time.precision.mode": {"adaptive", "adaptive_time_microseconds"}, "binary.handling.mode": {"bytes"}}[k]
+		if !slices.Contains(allowed, v) {
+			o, _ := lookup(ScopeConnector, k)
+			tr.note(k, Unsupported, "%q: %s", v, o.Text)
+		}
+	}
+}
+
+// postgresURL builds postgres.url from database.*.
+func (tr *translator) postgresURL() {
+	host, okHost := tr.get("database.hostname")
+	port, ok := tr.get("database.port")
+	if !ok {
+		port = "5432"
+	}
+	user, _ := tr.get("database.user")
+	password, hasPassword := tr.get("database.password")
+	db, okDB := tr.get("database.dbname")
+	if !okHost || !okDB {
+		tr.note("database.hostname", Warning, "database.hostname and database.dbname are needed for postgres.url; set OUTBOXRELAY_POSTGRES_URL instead")
+		return
+	}
+	u := &url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, port), Path: "/" + db}
+	if user != "" {
+		u.User = url.User(user)
+	}
+	q := url.Values{}
+	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"} {
+		if v, ok := tr.get("database." + k); ok {
+			q.Set(k, v)
+		}
+	}
+	u.RawQuery = q.Encode()
+	tr.set("postgres.url", u.String())
+	if hasPassword {
+		tr.t.password = password
+		tr.note("database.password", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGPASSWORD, a ~/.pgpass entry, or OUTBOXRELAY_POSTGRES_URL)")
+	}
+}
+
+// table reads the one outbox table from table.include.list.
+func (tr *translator) table() string {
+	key := "table.include.list"
+	list, ok := tr.get(key)
+	if !ok {
+		key = "table.whitelist"
+		list, ok = tr.get(key)
+	}
+	if !ok {
+		tr.note("table.include.list", Warning, "not set: Debezium would capture every table; outboxrelay relays public.outbox (set outbox.table to change it)")
+		return "public.outbox"
+	}
+	var tables []string
+	for t := range strings.SplitSeq(list, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tables = append(tables, t)
+		}
+	}
+	if len(tables) != 1 {
+		tr.note(key, Unsupported, "lists %d tables; outboxrelay relays one outbox table (run one relay per table)", len(tables))
+		return "public.outbox"
+	}
+	// A literal name: a dot may be written as . or \. and nothing else may
+	// be a pattern.
+	name := strings.ReplaceAll(tables[0], `\.`, ".")
+	if !literalTable.MatchString(name) {
+		tr.note(key, Unsupported, "%q is a pattern; outboxrelay needs the one outbox table, schema.table", tables[0])
+		return "public.outbox"
+	}
+	if !strings.Contains(name, ".") {
+		name = "public." + name
+	}
+	return name
+}
+
+var literalTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
+
+func (tr *translator) millis(option, v string) (string, bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		tr.note(option, Unsupported, "%q is not a positive number of milliseconds", v)
+		return "", false
+	}
+	return (time.Duration(n) * time.Millisecond).String(), true
+}

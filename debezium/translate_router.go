@@ -1,0 +1,528 @@
+package debezium
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+const eventRouterClass = "io.debezium.transforms.outbox.EventRouter"
+
+// transforms finds the outbox router in the transforms chain and maps its
+// options.
+func (tr *translator) transforms() {
+	list, _ := tr.get("transforms")
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		typ, _ := tr.get("transforms." + name + ".type")
+		if typ != eventRouterClass {
+			tr.note("transforms."+name, Unsupported, "transform %q (%s) is not supported: outboxrelay applies only the Outbox Event Router (%s), whose records it reproduces", name, typ, eventRouterClass)
+			tr.markPrefix("transforms." + name + ".")
+			continue
+		}
+		if tr.router != "" {
+			tr.note("transforms."+name, Unsupported, "a second outbox router (after %q) is not supported", tr.router)
+			tr.markPrefix("transforms." + name + ".")
+			continue
+		}
+		tr.router = name
+	}
+	if tr.router == "" {
+		tr.note("transforms", Unsupported, "no %s in transforms: outboxrelay relays outbox events; it does not write Debezium's change events", eventRouterClass)
+		return
+	}
+	tr.routerPfx = "transforms." + tr.router + "."
+	tr.routerOptions()
+}
+
+func (tr *translator) markPrefix(prefix string) {
+	for _, k := range tr.conn.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			tr.used[k] = true
+		}
+	}
+}
+
+// opt returns an outbox router option.
+func (tr *translator) opt(name string) (string, bool) { return tr.get(tr.routerPfx + name) }
+
+// boolOpt reads a router boolean as Kafka's ConfigDef does: true or false,
+// any case.
+func (tr *translator) boolOpt(name string, def bool) bool {
+	v, ok := tr.opt(name)
+	if !ok {
+		return def
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	tr.note(tr.routerPfx+name, Unsupported, "%q is not true or false", v)
+	return def
+}
+
+func (tr *translator) routerOptions() {
+	p := tr.routerPfx
+	roles := map[string]string{}
+	for _, c := range []struct{ option, native, def string }{
+		{"route.by.field", "outbox.columns.aggregatetype", "aggregatetype"},
+		{"table.field.event.id", "outbox.columns.id", "id"},
+		{"table.field.event.key", "outbox.columns.aggregateid", "aggregateid"},
+		{"table.field.event.payload", "outbox.columns.payload", "payload"},
+		{"table.field.event.type", "outbox.columns.type", "type"},
+	} {
+		v, ok := tr.opt(c.option)
+		if !ok {
+			v = c.def
+		}
+		if other, dup := roles[v]; dup {
+			if c.option == "table.field.event.type" {
+				// The router never reads the event type; routing by the
+				// type column leaves no column to map it to.
+				tr.set(c.native, "(none)")
+				tr.note(p+"route.by.field", Info, "routes by the %q column, so no column is mapped as the event type (the router does not use it)", v)
+				continue
+			}
+			tr.note(p+c.option, Unsupported, "names column %q, which %s also names; outboxrelay needs a column for each role", v, other)
+		}
+		roles[v] = p + c.option
+		tr.set(c.native, v)
+	}
+
+	regex, hasRegex := tr.opt("route.topic.regex")
+	repl, hasRepl := tr.opt("route.topic.replacement")
+	if !hasRegex {
+		regex = DefaultTopicRegex
+	}
+	if !hasRepl {
+		repl = DefaultTopicReplacement
+	}
+	if topics, err := newTopicRouter(regex, repl); err != nil {
+		tr.note(p+"route.topic.regex", Unsupported, "%v", err)
+	} else if regex == DefaultTopicRegex {
+		prefix, isPrefix := strings.CutSuffix(repl, "${routedByValue}")
+		constant, isConstant := topics.constant()
+		switch {
+		case isPrefix && prefix != "" && !strings.ContainsAny(prefix, `$\`):
+			tr.set("routing.topic_prefix", prefix)
+		case isConstant && constant != "":
+			tr.set("routing.topic", constant)
+		default:
+			tr.set("routing.topic_replacement", repl)
+		}
+	} else {
+		tr.set("routing.topic_regex", regex)
+		tr.set("routing.topic_replacement", repl)
+	}
+
+	if v, ok := tr.opt("table.fields.additional.placement"); ok {
+		var fields []string
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			af, err := ParseAdditionalField(f)
+			if err != nil {
+				tr.note(p+"table.fields.additional.placement", Unsupported, "%v", err)
+				continue
+			}
+			if af.Placement == PlacePartition && tr.server {
+				tr.note(p+"table.fields.additional.placement", Warning, "partition placement of %q: Debezium Server's Kafka sink leaves the partition to the producer; outboxrelay writes to the column's partition", af.Column)
+			}
+			fields = append(fields, f)
+		}
+		tr.set("routing.additional_fields", fields)
+	}
+	if !tr.boolOpt("table.fields.additional.error.on.missing", true) {
+		tr.set("routing.additional_fields_required", false)
+	}
+	expand := tr.boolOpt("table.expand.json.payload", false)
+	if expand {
+		tr.set("routing.expand_json_payload", true)
+	}
+	if v, ok := tr.opt("table.json.payload.null.behavior"); ok {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case "ignore", "optional_bytes":
+			tr.set("routing.json_null_fields", v)
+		default:
+			tr.note(p+"table.json.payload.null.behavior", Unsupported, "%q is not ignore or optional_bytes", v)
+		}
+	}
+	if v, ok := tr.opt("table.field.event.timestamp"); ok && v != "" {
+		tr.set("routing.timestamp_column", v)
+	} else {
+		tr.note(p+"table.field.event.timestamp", Info, "not set: the record timestamp is the commit time; Debezium's is when it processed the change, which cannot be reproduced")
+	}
+	if tr.boolOpt("route.tombstone.on.empty.payload", false) {
+		tr.set("routing.tombstone_on_empty_payload", true)
+	}
+	if v, ok := tr.opt("table.field.event.schema.version"); ok && v != "" {
+		tr.set("routing.schema_version_column", v)
+	}
+	for _, k := range []string{"table.op.invalid.behavior", "debezium.op.invalid.behavior"} {
+		v, ok := tr.opt(k)
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "warn", "error":
+			tr.note(p+k, Info, "%s: UPDATEs of outbox rows are skipped and logged as warnings, once a minute", v)
+		case "fatal":
+			tr.note(p+k, Warning, "fatal is not supported: outboxrelay skips and logs UPDATEs of outbox rows instead of stopping")
+		default:
+			tr.note(p+k, Unsupported, "%q is not warn, error or fatal", v)
+		}
+	}
+	tracing, ok := tr.opt("tracing.span.context.field")
+	if !ok {
+		tracing = "tracingspancontext"
+	}
+	tr.set("routing.tracing_column", tracing)
+
+	if pred, ok := tr.opt("predicate"); ok {
+		tr.predicate(pred)
+	}
+	for _, k := range []string{"field.name.adjustment.mode", "sanitize.field.names"} {
+		v, ok := tr.get(k)
+		if !ok {
+			continue
+		}
+		if expand && (v == "avro" || v == "avro_unicode" || strings.EqualFold(v, "true")) {
+			tr.note(k, Unsupported, "%q: adjusted field names of expanded payloads are not supported", v)
+		} else {
+			tr.note(k, Info, "%q: no effect without table.expand.json.payload", v)
+		}
+	}
+	// The router's other options are noted in leftovers.
+}
+
+// predicate checks that the router's predicate selects the outbox table's
+// records, the only ones outboxrelay reads.
+func (tr *translator) predicate(name string) {
+	p := tr.routerPfx
+	negate := tr.boolOpt("negate", false)
+	typ, _ := tr.get("predicates." + name + ".type")
+	pattern, _ := tr.get("predicates." + name + ".pattern")
+	tr.markPrefix("predicates." + name + ".")
+	if typ != "org.apache.kafka.connect.transforms.predicates.TopicNameMatches" {
+		tr.note(p+"predicate", Unsupported, "predicate %q (%s) is not supported; only TopicNameMatches", name, typ)
+		return
+	}
+	re, err := regexp.Compile(`\A(?:` + pattern + `)\z`)
+	if err != nil {
+		tr.note(p+"predicate", Unsupported, "predicate %q pattern %q: %v", name, pattern, err)
+		return
+	}
+	tr.used["predicates"] = true
+	prefix, _ := tr.t.Setting("routing.schema_topic_prefix")
+	table, _ := tr.t.Setting("outbox.table")
+	topic := strings.TrimPrefix(fmt.Sprint(prefix)+"."+fmt.Sprint(table), ".")
+	if prefix == nil {
+		topic = fmt.Sprint(table)
+	}
+	if re.MatchString(topic) != negate {
+		tr.note(p+"predicate", Info, "predicate %q selects %s, the outbox table's topic, which is all outboxrelay reads", name, topic)
+		return
+	}
+	tr.note(p+"predicate", Unsupported, "predicate %q does not select %s, the outbox table's topic, so Debezium would not route its records", name, topic)
+}
+
+// converters maps the key, value and header converters.
+func (tr *translator) converters() {
+	var key, value, header Format
+	if tr.server {
+		key = tr.serverFormat("key")
+		value = tr.serverFormat("value")
+		header = tr.serverFormat("header")
+	} else {
+		key = tr.converter("key.converter")
+		value = tr.converter("value.converter")
+		header = tr.headerConverter()
+	}
+	tr.set("routing.key_format", string(key))
+	tr.set("routing.value_format", string(value))
+	tr.set("routing.header_format", string(header))
+	for _, k := range []string{"column.propagate.source.type", "datatype.propagate.source.type"} {
+		if _, ok := tr.get(k); !ok {
+			continue
+		}
+		if key == FormatJSONSchema || value == FormatJSONSchema || header == FormatJSONSchema {
+			tr.note(k, Unsupported, "adds __debezium.source.column.* parameters to schemas, which outboxrelay does not write")
+		} else {
+			tr.note(k, Info, "no effect without schemas in the records")
+		}
+	}
+}
+
+func (tr *translator) converter(prefix string) Format {
+	class, ok := tr.get(prefix)
+	schemas := true
+	if v, ok := tr.get(prefix + ".schemas.enable"); ok {
+		schemas = !strings.EqualFold(strings.TrimSpace(v), "false")
+	}
+	var f Format
+	switch class {
+	case "":
+		f = FormatJSONSchema
+		if !schemas {
+			f = FormatJSON
+		}
+		if !ok {
+			tr.note(prefix, Info, "not set, so the Connect worker's converter applies; taken to be JsonConverter (schemas.enable=%t), as in Debezium's container images. Set routing.%s_format if your worker differs", schemas, strings.TrimSuffix(prefix, ".converter"))
+		}
+	case "org.apache.kafka.connect.json.JsonConverter":
+		f = FormatJSONSchema
+		if !schemas {
+			f = FormatJSON
+		}
+		if v, ok := tr.get(prefix + ".replace.null.with.default"); ok && strings.EqualFold(v, "false") {
+			tr.note(prefix+".replace.null.with.default", Unsupported, "false is not supported: a NULL column with a default is written as its default")
+		}
+	case "org.apache.kafka.connect.storage.StringConverter":
+		f = FormatString
+		if v, ok := tr.get(prefix + ".encoding"); ok && !strings.EqualFold(v, "UTF-8") && !strings.EqualFold(v, "UTF8") {
+			tr.note(prefix+".encoding", Unsupported, "%q: only UTF-8 is supported", v)
+		}
+	case "org.apache.kafka.connect.converters.ByteArrayConverter":
+		f = FormatBytes
+	default:
+		tr.note(prefix, Unsupported, "%s is not supported; outboxrelay writes JsonConverter, StringConverter and ByteArrayConverter records", class)
+		f = FormatJSONSchema
+	}
+	for _, k := range tr.conn.Keys() {
+		if strings.HasPrefix(k, prefix+".") && !tr.used[k] {
+			tr.used[k] = true
+			tr.note(k, Info, "converter setting with no effect on the records outboxrelay writes")
+		}
+	}
+	return f
+}
+
+func (tr *translator) headerConverter() Format {
+	class, _ := tr.get("header.converter")
+	schemas := true
+	if v, ok := tr.get("header.converter.schemas.enable"); ok {
+		schemas = !strings.EqualFold(strings.TrimSpace(v), "false")
+	}
+	f := FormatSimple
+	switch class {
+	case "", "org.apache.kafka.connect.storage.SimpleHeaderConverter":
+	case "org.apache.kafka.connect.json.JsonConverter":
+		f = FormatJSONSchema
+		if !schemas {
+			f = FormatJSON
+		}
+	case "org.apache.kafka.connect.storage.StringConverter":
+		tr.note("header.converter", Info, "StringConverter writes the same header bytes as SimpleHeaderConverter for text, number and boolean columns; written as simple")
+	default:
+		tr.note("header.converter", Unsupported, "%s is not supported; outboxrelay writes SimpleHeaderConverter and JsonConverter headers", class)
+	}
+	for _, k := range tr.conn.Keys() {
+		if strings.HasPrefix(k, "header.converter.") && !tr.used[k] {
+			tr.used[k] = true
+			tr.note(k, Info, "converter setting with no effect on the records outboxrelay writes")
+		}
+	}
+	return f
+}
+
+// serverFormat maps debezium.format.<what> (default json).
+func (tr *translator) serverFormat(what string) Format {
+	name, ok := tr.formats[what]
+	if !ok {
+		name = "json"
+	}
+	schemas := true
+	if v, ok := tr.formats[what+".schemas.enable"]; ok {
+		schemas = !strings.EqualFold(strings.TrimSpace(v), "false")
+	}
+	f := FormatJSONSchema
+	switch name {
+	case "json", "jsonbytearray":
+		if !schemas {
+			f = FormatJSON
+		}
+	case "simplestring":
+		if what == "header" {
+			tr.note("debezium.format.header", Unsupported, "simplestring is not a header format")
+		}
+		f = FormatString
+	default:
+		tr.note("debezium.format."+what, Unsupported, "%q is not supported; outboxrelay writes json, jsonbytearray and simplestring", name)
+	}
+	for k := range tr.formats {
+		if strings.HasPrefix(k, what+".") && k != what+".schemas.enable" {
+			tr.note("debezium.format."+k, Info, "format setting with no effect on the records outboxrelay writes")
+		}
+	}
+	return f
+}
+
+// producerOptions maps producer.override.* (Connect) or
+// debezium.sink.kafka.producer.* (Debezium Server).
+func (tr *translator) producerOptions() {
+	protocol, _ := tr.producer.Get("security.protocol")
+	protocol = strings.ToUpper(strings.TrimSpace(protocol))
+	tls := protocol == "SSL" || protocol == "SASL_SSL"
+	sasl := protocol == "SASL_SSL" || protocol == "SASL_PLAINTEXT"
+	for _, k := range tr.producer.Keys() {
+		v, _ := tr.producer.Get(k)
+		name := tr.prodLabel + k
+		switch {
+		case k == "bootstrap.servers":
+			var brokers []string
+			for b := range strings.SplitSeq(v, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					brokers = append(brokers, b)
+				}
+			}
+			tr.set("kafka.brokers", brokers)
+		case k == "client.id":
+			tr.set("kafka.client_id", v)
+		case k == "compression.type":
+			switch v {
+			case "none", "gzip", "snappy", "lz4", "zstd":
+				tr.set("kafka.compression", v)
+			default:
+				tr.note(name, Unsupported, "%q is not none, gzip, snappy, lz4 or zstd", v)
+			}
+		case k == "max.request.size":
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				tr.set("kafka.max_record_bytes", n)
+			} else {
+				tr.note(name, Unsupported, "%q is not a positive number of bytes", v)
+			}
+		case k == "security.protocol":
+			switch protocol {
+			case "PLAINTEXT":
+			case "SSL", "SASL_SSL":
+				tr.set("kafka.tls.enabled", true)
+			case "SASL_PLAINTEXT":
+				tr.set("kafka.allow_plaintext_sasl", true)
+				tr.note(name, Info, "SASL without TLS: kafka.allow_plaintext_sasl is set")
+			default:
+				tr.note(name, Unsupported, "%q is not PLAINTEXT, SSL, SASL_SSL or SASL_PLAINTEXT", v)
+			}
+		case strings.HasPrefix(k, "sasl.") && !sasl:
+			tr.note(name, Info, "unused: security.protocol is %s", cmp.Or(protocol, "PLAINTEXT"))
+		case k == "sasl.mechanism":
+			switch m := strings.ToUpper(strings.TrimSpace(v)); m {
+			case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+				tr.set("kafka.sasl.mechanism", strings.ToLower(m))
+			default:
+				tr.note(name, Unsupported, "%s is not supported; outboxrelay authenticates with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", v)
+			}
+		case k == "sasl.jaas.config":
+			user, password, ok := parseJAAS(v)
+			if !ok {
+				tr.note(name, Unsupported, "outboxrelay reads username and password from a PlainLoginModule or ScramLoginModule line only")
+				continue
+			}
+			tr.set("kafka.sasl.username", user)
+			tr.t.secrets["kafka.sasl.password"] = password
+			tr.note(name, Info, "used by run --debezium-config; `debezium translate` leaves the password out (set OUTBOXRELAY_KAFKA_SASL_PASSWORD or kafka.sasl.password_file)")
+		case strings.HasPrefix(k, "ssl.") && !tls:
+			tr.note(name, Info, "unused: security.protocol is %s", cmp.Or(protocol, "PLAINTEXT"))
+		case k == "ssl.truststore.location" || k == "ssl.keystore.location":
+			store := strings.TrimSuffix(strings.TrimPrefix(k, "ssl."), ".location")
+			if typ, _ := tr.producer.Get("ssl." + store + ".type"); !strings.EqualFold(typ, "PEM") {
+				tr.note(name, Unsupported, "%s stores (%s) are not supported: convert it to PEM and set %s", cmp.Or(typ, "JKS"), v,
+					map[string]string{"truststore": "kafka.tls.ca_file", "keystore": "kafka.tls.cert_file and kafka.tls.key_file"}[store])
+				continue
+			}
+			if store == "truststore" {
+				tr.set("kafka.tls.ca_file", v)
+			} else {
+				tr.set("kafka.tls.cert_file", v)
+				tr.set("kafka.tls.key_file", v)
+			}
+		case k == "ssl.endpoint.identification.algorithm" && v == "":
+			tr.note(name, Warning, "empty (no host name check) is not supported: outboxrelay checks the broker's certificate name; set kafka.tls.server_name if it differs from the host")
+		case k == "ssl.key.password":
+			tr.note(name, Unsupported, "encrypted private keys are not supported; decrypt it to a PEM key file")
+		case strings.HasPrefix(k, "ssl."):
+			tr.note(name, Info, "TLS setting outboxrelay does not need (Go's TLS defaults apply)")
+		case k == "partitioner.class":
+			if v != "org.apache.kafka.clients.producer.internals.DefaultPartitioner" {
+				tr.note(name, Unsupported, "%s: outboxrelay partitions by murmur2 of the key bytes, the Java client's default", v)
+			}
+		case k == "key.serializer" || k == "value.serializer":
+			if !strings.HasSuffix(v, ".StringSerializer") && !strings.HasSuffix(v, ".ByteArraySerializer") {
+				tr.note(name, Unsupported, "%s is not supported; the converted record is written as it is", v)
+			}
+		default:
+			tr.note(name, Info, "no effect on records: outboxrelay always produces with acks=all and idempotence")
+		}
+	}
+	if sasl {
+		if _, ok := tr.producer.Get("sasl.mechanism"); !ok {
+			tr.note(tr.prodLabel+"sasl.mechanism", Unsupported, "not set, and Kafka's default GSSAPI (Kerberos) is not supported")
+		}
+	}
+	if _, ok := tr.t.Setting("kafka.brokers"); !ok {
+		tr.note("bootstrap.servers", Info, "the brokers are the Connect worker's, not the connector's: set kafka.brokers with --config or OUTBOXRELAY_KAFKA_BROKERS")
+	}
+}
+
+// jaasEntry reads username="..." and password="..." from a JAAS line.
+var jaasEntry = regexp.MustCompile(`(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"`)
+
+func parseJAAS(s string) (user, password string, ok bool) {
+	if !strings.Contains(s, "PlainLoginModule") && !strings.Contains(s, "ScramLoginModule") {
+		return "", "", false
+	}
+	var haveUser, havePassword bool
+	for _, m := range jaasEntry.FindAllStringSubmatch(s, -1) {
+		v := strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[2])
+		if m[1] == "username" {
+			user, haveUser = v, true
+		} else {
+			password, havePassword = v, true
+		}
+	}
+	return user, password, haveUser && havePassword
+}
+
+// leftovers notes every option no mapping used.
+func (tr *translator) leftovers() {
+	for _, k := range tr.conn.Keys() {
+		if tr.used[k] {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(k, tr.routerPfx); ok && tr.routerPfx != "" {
+			if o, ok := lookup(ScopeRouter, rest); ok {
+				tr.note(k, o.Report, "%s", o.Text)
+			} else {
+				tr.note(k, Warning, "unknown outbox router option; ignored")
+			}
+			continue
+		}
+		if o, ok := lookup(ScopeConnector, k); ok {
+			tr.note(k, o.Report, "%s", o.Text)
+			continue
+		}
+		if o, ok := lookup(ScopeConnect, k); ok {
+			tr.note(k, o.Report, "%s", o.Text)
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "transforms.") || strings.HasPrefix(k, "predicates"):
+			tr.note(k, Info, "belongs to no transform in use; ignored, as Kafka Connect does")
+		case strings.HasPrefix(k, "database.") || strings.HasPrefix(k, "driver."):
+			tr.note(k, Info, "JDBC connection setting; not used")
+		case strings.HasPrefix(k, "snapshot.") || strings.HasPrefix(k, "offset.") || strings.HasPrefix(k, "schema.history.") ||
+			strings.HasPrefix(k, "errors.") || strings.HasPrefix(k, "slot.") || k == "config.action.reload" ||
+			k == "exactly.once.support" || k == "transaction.boundary" || k == "offsets.storage.topic":
+			tr.note(k, Info, "no effect on records")
+		default:
+			tr.note(k, Warning, "unknown option; ignored (check that it does not shape records)")
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/outboxrelay/outboxrelay/debezium"
+)
+
+// DebeziumRouting holds the routing keys that reproduce Debezium's Outbox
+// Event Router and Kafka Connect's converters. They sit under routing:
+// beside topic_prefix, topic and type_header; while none is set, records
+// are outboxrelay's own (the payload as stored, key and id as text).
+type DebeziumRouting struct {
+	TopicRegex               string   `yaml:"topic_regex" doc:"Regex matched against the whole aggregate type to name the topic with topic_replacement (Debezium's route.topic.regex; RE2 syntax)." default:"(?<routedByValue>.*)"`
+	TopicReplacement         string   `yaml:"topic_replacement" doc:"Topic of an aggregate type topic_regex matches, with $1 and ${name} group references (route.topic.replacement); overrides topic_prefix." default:"(none)"`
+	AdditionalFields         []string `yaml:"additional_fields" doc:"More columns in each record, each column:placement[:alias], placement header, envelope or partition (table.fields.additional.placement)." default:"(none)"`
+	AdditionalFieldsRequired *bool    `yaml:"additional_fields_required" doc:"A header or partition column missing from a row is an error; false leaves it out (table.fields.additional.error.on.missing)." default:"true"`
+	ExpandJSONPayload        *bool    `yaml:"expand_json_payload" doc:"Write a JSON payload as a JSON object instead of a string, as table.expand.json.payload; needs value_format json, json+schema or string." default:"false"`
+	JSONNullFields           string   `yaml:"json_null_fields" doc:"Null fields of an expanded payload: ignore drops them, optional_bytes keeps them (table.json.payload.null.behavior)." default:"ignore"`
+	TimestampColumn          string   `yaml:"timestamp_column" doc:"Column holding the record timestamp (timestamp, timestamptz or bigint epoch ms) instead of the commit time (table.field.event.timestamp)." default:"(commit time)"`
+	TombstoneOnEmptyPayload  *bool    `yaml:"tombstone_on_empty_payload" doc:"A NULL or blank payload makes a record with a null value (route.tombstone.on.empty.payload)." default:"false"`
+	TracingColumn            string   `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
+	SchemaVersionColumn      string   `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
+	SchemaTopicPrefix        string   `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
+	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter)." default:"raw"`
+	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema or bytes, as key_format." default:"raw"`
+	HeaderFormat             string   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
+}
+
+// used reports whether any key is set, which makes the Debezium router
+// replace outboxrelay's own.
+func (d *DebeziumRouting) used() bool {
+	return d.TopicRegex != "" || d.TopicReplacement != "" || len(d.AdditionalFields) > 0 ||
+		d.AdditionalFieldsRequired != nil || d.ExpandJSONPayload != nil || d.JSONNullFields != "" ||
+		d.TimestampColumn != "" || d.TombstoneOnEmptyPayload != nil || d.TracingColumn != "" ||
+		d.SchemaVersionColumn != "" || d.SchemaTopicPrefix != "" || d.KeyFormat != "" ||
+		d.ValueFormat != "" || d.HeaderFormat != ""
+}
+
+// DebeziumRouter is the configuration of the Debezium router, or nil
+// when no Debezium routing key is set and outboxrelay's own routing
+// applies.
+func (c *Config) DebeziumRouter() *debezium.RouterConfig {
+	d := &c.Routing.Debezium
+	if !d.used() {
+		return nil
+	}
+	return &debezium.RouterConfig{
+		PostgresURL:              c.Postgres.URL,
+		Table:                    c.Outbox.Table,
+		Columns:                  c.Outbox.Columns,
+		TopicPrefix:              c.Routing.TopicPrefix,
+		Topic:                    c.Routing.Topic,
+		TypeHeader:               c.Routing.TypeHeader,
+		TopicRegex:               d.TopicRegex,
+		TopicReplacement:         d.TopicReplacement,
+		AdditionalFields:         d.AdditionalFields,
+		AdditionalFieldsOptional: d.AdditionalFieldsRequired != nil && !*d.AdditionalFieldsRequired,
+		ExpandJSONPayload:        d.ExpandJSONPayload != nil && *d.ExpandJSONPayload,
+		JSONNullFields:           d.JSONNullFields,
+		TimestampColumn:          d.TimestampColumn,
+		TombstoneOnEmptyPayload:  d.TombstoneOnEmptyPayload != nil && *d.TombstoneOnEmptyPayload,
+		TracingColumn:            d.TracingColumn,
+		SchemaVersionColumn:      d.SchemaVersionColumn,
+		SchemaTopicPrefix:        d.SchemaTopicPrefix,
+		KeyFormat:                debezium.Format(d.KeyFormat),
+		ValueFormat:              debezium.Format(d.ValueFormat),
+		HeaderFormat:             debezium.Format(d.HeaderFormat),
+	}
+}
+
+// validateDebezium checks the Debezium routing keys, when any is set.
+func (c *Config) validateDebezium() error {
+	rc := c.DebeziumRouter()
+	if rc == nil {
+		return nil
+	}
+	if err := rc.Validate(); err != nil {
+		return fmt.Errorf("routing: %w", err)
+	}
+	return nil
+}
+
+// LoadTranslated is Load for `run --debezium-config`: the configuration
+// translated from a Debezium file, then the file at path (if any) on top
+// of it, then the environment, defaults and validation.
+func LoadTranslated(translated []byte, path string, environ []string) (*Config, error) {
+	var c Config
+	if err := Parse(translated, &c); err != nil {
+		return nil, fmt.Errorf("translated Debezium config: %w", err)
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := Parse(data, &c); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return nil, err
+	}
+	if err := c.readSecretFiles(); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
