@@ -20,13 +20,14 @@ const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
 
 Usage:
   outboxrelay run --config FILE    relay until SIGTERM or SIGINT
-  outboxrelay run --debezium-config FILE
-                                   relay with a Debezium connector's configuration, as it is
-  outboxrelay debezium translate FILE
-                                   print a Debezium configuration as outboxrelay's YAML, with notes
   outboxrelay demo                 run it end to end on a throwaway PostgreSQL and in-process broker
   outboxrelay poll-ddl             print the SQL that readies the outbox table for source: poll
                                    (for the table and poll keys of --config FILE, if given)
+  outboxrelay init --config FILE   print the SQL that sets up the database (table, publication, slot, role);
+                                   --apply runs it (see outboxrelay init -h)
+  outboxrelay check --config FILE  check PostgreSQL and Kafka for the configuration; exits non-zero on a failure
+  outboxrelay config-dump --config FILE
+                                   print the effective configuration, secrets hidden
   outboxrelay version              print the version
   outboxrelay config-reference     print the configuration keys as a Markdown table
 
@@ -57,23 +58,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-		dbz := fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
-		cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
+		cfg, err := config.Load(*path, os.Environ())
 		if err != nil {
 			return err
 		}
-		log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
-		logDebeziumNotes(log, notes)
-		return app.Run(ctx, cfg, log)
+		return app.Run(ctx, cfg, app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format))
 	case "demo":
 		return demo.Run(ctx, stdout, stderr)
-	case "debezium":
-		return debeziumCmd(rest, stdout, stderr)
 	case "poll-ddl":
 		return pollDDL(rest, stdout, stderr)
+	case "init":
+		return initCmd(ctx, rest, stdout, stderr)
+	case "check":
+		return checkCmd(ctx, rest, stdout, stderr)
+	case "config-dump":
+		return configDump(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "outboxrelay", app.Version)
 		return nil

@@ -69,6 +69,9 @@ func Read(path string, environ []string) (*Config, error) {
 	if err := applyEnv(&c, environ); err != nil {
 		return nil, err
 	}
+	if err := c.readSecretFiles(); err != nil {
+		return nil, err
+	}
 	c.setDefaults()
 	return &c, nil
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/initsql"
+	"github.com/outboxrelay/outboxrelay/poller"
+)
+
+// envAdminURL names the connection string --apply uses when --admin-url is
+// not given; the environment keeps an admin password off the command line.
+const envAdminURL = "OUTBOXRELAY_INIT_ADMIN_URL"
+
+// initCmd prints the SQL that sets up the database for the configuration,
+// and with --apply runs it.
+func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+	role := fs.String("role", "", "the relay's role (default: the user of postgres.url)")
+	apply := fs.Bool("apply", false, "run the SQL (as --admin-url), not just print it")
+	adminURL := fs.String("admin-url", "", "connection string of a superuser for --apply (default: $"+envAdminURL+", else postgres.url); its database is replaced by postgres.url's")
+	noPassword := fs.Bool("no-password", false, "leave the role's password alone (default: set it to the password in postgres.url, if any)")
+	noSlot := fs.Bool("no-slot", false, "do not create the replication slot (the relay creates it at first start)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: outboxrelay init --config FILE [--role NAME] [--apply [--admin-url URL]]
+
+Prints the SQL that sets up the database for the configuration: the outbox
+table, the publication and replication slot (source: cdc) or the poller's
+columns, index, dead-letter table and notify trigger (source: poll), and a
+least-privilege role for the relay. Every statement can be run again.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Read(*path, os.Environ())
+	if err != nil {
+		return err
+	}
+	if cfg.Postgres.URL == "" {
+		return errors.New("postgres.url is required: init takes the database and the relay's role from it")
+	}
+	pc, err := pgconn.ParseConfig(cfg.Postgres.URL)
+	if err != nil {
+		return fmt.Errorf("postgres.url: cannot parse the connection string (%s)", config.RedactConnString(cfg.Postgres.URL))
+	}
+	opts, err := initOptions(cfg, pc, *role, *noSlot)
+	if err != nil {
+		return err
+	}
+	if !*noPassword && pc.Password != "" {
+		if opts.RoleVerifier, err = initsql.ScramVerifier(pc.Password); err != nil {
+			fmt.Fprintf(stderr, "outboxrelay init: not setting the role's password: %v\n", err)
+		}
+	}
+	script, err := initsql.Build(opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, script)
+	if !*apply {
+		return nil
+	}
+
+	admin := *adminURL
+	if admin == "" {
+		admin = os.Getenv(envAdminURL)
+	}
+	if admin == "" {
+		admin = cfg.Postgres.URL
+	}
+	acfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		return errors.New("--admin-url: cannot parse the connection string")
+	}
+	// The objects belong in the relay's database, whatever the admin's
+	// connection string names.
+	acfg.Database = pc.Database
+	acfg.RuntimeParams["application_name"] = "outboxrelay-init"
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, acfg)
+	if err != nil {
+		return fmt.Errorf("connect to apply the SQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := initsql.Apply(ctx, conn, script); err != nil {
+		return fmt.Errorf("apply (as %q; nothing of the transaction was kept): %w", acfg.User, err)
+	}
+	fmt.Fprintf(stderr, "outboxrelay init: applied to database %q as %q; `outboxrelay check` says whether everything is in place\n", pc.Database, acfg.User)
+	return nil
+}
+
+// initOptions turns the configuration into what initsql needs.
+func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool) (initsql.Options, error) {
+	schema, table, err := cdc.SplitTable(cfg.Outbox.Table)
+	if err != nil {
+		return initsql.Options{}, err
+	}
+	if role == "" {
+		role = pc.User
+	}
+	o := initsql.Options{
+		Source: cfg.Source, Schema: schema, Table: table, Columns: cfg.Outbox.Columns,
+		Database: pc.Database, Role: role,
+	}
+	switch cfg.Source {
+	case "cdc":
+		cc := cfg.CDCConfig()
+		cc.SetDefaults()
+		o.Publication = cc.Publication
+		if !noSlot {
+			o.Slot = cc.Slot
+		}
+	case "poll":
+		pcfg := cfg.PollConfig()
+		pcfg.SetDefaults()
+		if err := pcfg.ValidateTable(); err != nil {
+			return initsql.Options{}, err
+		}
+		o.PollerDDL = poller.DDL(pcfg)
+		o.DeadLetterSchema, o.DeadLetterTable = schema, pcfg.DeadLetterTable
+		if s, t, ok := strings.Cut(pcfg.DeadLetterTable, "."); ok {
+			o.DeadLetterSchema, o.DeadLetterTable = s, t
+		}
+	}
+	return o, nil
+}
