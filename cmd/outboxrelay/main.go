@@ -20,6 +20,10 @@ const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
 
 Usage:
   outboxrelay run --config FILE    relay until SIGTERM or SIGINT
+  outboxrelay run --debezium-config FILE
+                                   relay with a Debezium connector's configuration, as it is
+  outboxrelay debezium translate FILE
+                                   print a Debezium configuration as outboxrelay's YAML, with notes
   outboxrelay demo                 run it end to end on a throwaway PostgreSQL and in-process broker
   outboxrelay poll-ddl             print the SQL that readies the outbox table for source: poll
                                    (for the table and poll keys of --config FILE, if given)
@@ -58,16 +62,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+		dbz := fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
-		cfg, err := config.Load(*path, os.Environ())
+		cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
 		if err != nil {
 			return err
 		}
-		return app.Run(ctx, cfg, app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format))
+		log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+		logDebeziumNotes(log, notes)
+		return app.Run(ctx, cfg, log)
 	case "demo":
 		return demo.Run(ctx, stdout, stderr)
+	case "debezium":
+		return debeziumCmd(rest, stdout, stderr)
 	case "poll-ddl":
 		return pollDDL(rest, stdout, stderr)
 	case "init":
