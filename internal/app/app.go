@@ -19,6 +19,9 @@ var Version = "dev"
 // Run relays until ctx is cancelled (a graceful stop, nil) or an error that
 // restarting cannot fix.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	// The last guard: no configured password reaches the log, whatever a
+	// library writes into an error (config/scrub.go).
+	log = slog.New(config.ScrubSecrets(log.Handler(), cfg.Secrets()))
 	obs, err := newObserver(cfg, log)
 	if err != nil {
 		return err
