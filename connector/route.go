@@ -73,26 +73,81 @@ func (r Routing) Validate() error {
 // header `id` the event id, timestamp the commit time. A route that cannot
 // be published (an illegal topic name) is an [*EventError].
 func (r Routing) Route(e *Event) (Message, error) {
-	topic := r.Topic
-	if topic == "" {
-		topic = r.TopicPrefix + e.AggregateType
-		if err := ValidTopic(topic); err != nil {
-			return Message{}, &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
-		}
+	topic, err := r.topic(e)
+	if err != nil {
+		return Message{}, err
 	}
+	return r.message(e, topic), nil
+}
+
+func (r Routing) topic(e *Event) (string, error) {
+	if r.Topic != "" {
+		return r.Topic, nil
+	}
+	topic := r.TopicPrefix + e.AggregateType
+	if err := ValidTopic(topic); err != nil {
+		return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
+	}
+	return topic, nil
+}
+
+func (r Routing) message(e *Event, topic string) Message {
+	// The key and the header values share one allocation; each slice is
+	// capped so that appending to one cannot overwrite the next.
+	n := len(e.AggregateID) + len(e.ID)
+	if r.TypeHeader != "" {
+		n += len(e.Type)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, e.AggregateID...)
+	buf = append(buf, e.ID...)
+	key, id := buf[:len(e.AggregateID):len(e.AggregateID)], buf[len(e.AggregateID):len(buf):len(buf)]
 	m := Message{
 		Topic:     topic,
-		Key:       []byte(e.AggregateID),
+		Key:       key,
 		Value:     e.Payload,
 		Timestamp: e.CommitTime,
 		EventID:   e.ID,
 	}
 	if r.TypeHeader != "" {
-		m.Headers = []Header{{Key: "id", Value: []byte(e.ID)}, {Key: r.TypeHeader, Value: []byte(e.Type)}}
+		at := len(buf)
+		buf = append(buf, e.Type...)
+		m.Headers = []Header{{Key: "id", Value: id}, {Key: r.TypeHeader, Value: buf[at:len(buf):len(buf)]}}
 	} else {
-		m.Headers = []Header{{Key: "id", Value: []byte(e.ID)}}
+		m.Headers = []Header{{Key: "id", Value: id}}
 	}
-	return m, nil
+	return m
+}
+
+// cachedRouting is a Routing that makes and checks the topic of each
+// aggregate type once, instead of concatenating and checking a topic name
+// for every event. The runner routes through one unless given a Router;
+// like the runner's publishing, it is used from one goroutine.
+type cachedRouting struct {
+	Routing
+	topics map[string]string // aggregate type -> topic
+}
+
+// maxCachedTopics bounds the cache: aggregate types are few, but they are
+// input. Past the bound, topics are made per event again.
+const maxCachedTopics = 1024
+
+func newCachedRouting(r Routing) *cachedRouting {
+	return &cachedRouting{Routing: r, topics: map[string]string{}}
+}
+
+func (c *cachedRouting) Route(e *Event) (Message, error) {
+	topic, ok := c.topics[e.AggregateType]
+	if !ok {
+		var err error
+		if topic, err = c.topic(e); err != nil {
+			return Message{}, err
+		}
+		if len(c.topics) < maxCachedTopics {
+			c.topics[e.AggregateType] = topic
+		}
+	}
+	return c.message(e, topic), nil
 }
 
 // ValidTopic reports whether name is a legal Kafka topic name: 1 to 249

@@ -97,7 +97,7 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, src: src, sink: sink, router: cfg.Routing, log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}}
+	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}}
 	for _, o := range opts {
 		o(r)
 	}

@@ -1,0 +1,47 @@
+package connector
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func benchEvent() *Event {
+	return &Event{
+		ID: "00000001-0000-4000-8000-000000000001", AggregateType: "order", AggregateID: "order-4711",
+		Type: "OrderCreated", Payload: []byte(`{"id": 1, "note": "` + strings.Repeat("x", 470) + `"}`),
+		CommitTime: time.Now(), Origin: "commit 0/16B3748",
+	}
+}
+
+// BenchmarkRoute routes one event the Debezium way, as the runner does for
+// every event.
+func BenchmarkRoute(b *testing.B) {
+	e := benchEvent()
+	var rt Router = newCachedRouting(Routing{}.WithDefaults()) // the runner's default
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rt.Route(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTracker runs batches of 50 messages through the tracker, each
+// acknowledged once, as a drain of 50-row transactions does.
+func BenchmarkTracker(b *testing.B) {
+	t := newTracker()
+	done := func(error) {}
+	const perBatch = 50
+	b.ReportAllocs()
+	for b.Loop() {
+		p := t.add(done)
+		for range perBatch {
+			t.sent(p)
+		}
+		t.published(p, nil)
+		for range perBatch {
+			t.acked(p, nil)
+		}
+	}
+}
