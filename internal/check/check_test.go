@@ -10,17 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/check"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/localpg"
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 	"github.com/outboxrelay/outboxrelay/poller"
+	"github.com/outboxrelay/outboxrelay/sink"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -401,4 +405,130 @@ func TestPollSource(t *testing.T) {
 	expect(t, r, check.CheckDeadLetter, check.Fail, "lacks INSERT", fmt.Sprintf(`GRANT INSERT ON TABLE "public"."outbox_dead_letter" TO "%s";`, s.role))
 	expect(t, r, check.CheckTrigger, check.Warn, "poll.interval")
 	onlyFailures(t, r, check.CheckTableGrants, check.CheckDeadLetter)
+}
+
+// TestPostgresTLS turns on TLS on a server of its own and checks what the
+// report says for sslmode verify-full (verified), require (encrypted, not
+// verified) and verify-full with the wrong CA (no connection, and the fix);
+// then the relay streams through a verify-full connection, replication
+// included.
+func TestPostgresTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testenv.PostgresServer(t)
+	certs := testenv.NewCerts(t)
+	enableTLS(ctx, t, srv, certs)
+	dbURL, err := srv.CreateDatabase(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSetup(ctx, t, dbURL)
+	s.exec(ctx, t, `SELECT pg_create_logical_replication_slot('outboxrelay', 'pgoutput')`)
+	withSSL := func(query string) {
+		u, _ := url.Parse(dbURL)
+		u.RawQuery = query
+		s.adminURL = u.String()
+	}
+
+	withSSL("sslmode=verify-full&sslrootcert=" + url.QueryEscape(certs.CAFile))
+	cfg, _ := s.config(t)
+	r, _ := run(ctx, t, cfg)
+	expect(t, r, check.CheckPGTLS, check.Pass, "encrypted (TLSv1.3", "sslmode=verify-full")
+	onlyFailures(t, r)
+
+	src, err := cdc.New(cfg.CDCConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := sink.New(cfg.SinkConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snk.Close()
+	runner, err := connector.NewRunner(src, snk, cfg.RunnerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(runCtx) }()
+	s.exec(ctx, t, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Created', '{"tls": true}')`)
+	if recs := testenv.Consume(ctx, t, s.brokers, []string{"outbox.event.order"}, 1); string(recs[0].Value) != `{"tls": true}` {
+		t.Errorf("relayed %q", recs[0].Value)
+	}
+	var encrypted bool
+	if err := s.admin.QueryRow(ctx, `SELECT bool_and(ssl) FROM pg_stat_ssl JOIN pg_stat_replication USING (pid)`).Scan(&encrypted); err != nil || !encrypted {
+		t.Errorf("the replication connection is not encrypted (%v)", err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("relay: %v", err)
+	}
+
+	withSSL("sslmode=require")
+	cfg, _ = s.config(t)
+	r, _ = run(ctx, t, cfg)
+	expect(t, r, check.CheckPGTLS, check.Warn, "not verified (sslmode=require)", "sslmode=verify-full and sslrootcert")
+
+	withSSL("sslmode=verify-full&sslrootcert=" + url.QueryEscape(testenv.NewCerts(t).CAFile))
+	cfg, _ = s.config(t)
+	r, _ = run(ctx, t, cfg)
+	expect(t, r, check.CheckPGConnection, check.Fail, "certificate signed by unknown authority", "set sslrootcert=<CA file>")
+}
+
+// enableTLS gives the server the test CA's server certificate and turns
+// ssl on, which a reload does.
+func enableTLS(ctx context.Context, t *testing.T, srv *localpg.Server, certs *testenv.Certs) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(srv.Dir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	// The server runs as the owner of its directory and reads its key only
+	// when it alone may read it.
+	paths := map[string]string{}
+	for name, from := range map[string]string{"server.crt": certs.ServerCert, "server.key": certs.ServerKey} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(srv.Dir(), name)
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(to, int(st.Uid), int(st.Gid)); err != nil {
+			t.Fatal(err)
+		}
+		paths[name] = to
+	}
+	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		fmt.Sprintf(`ALTER SYSTEM SET ssl_cert_file = '%s'`, paths["server.crt"]),
+		fmt.Sprintf(`ALTER SYSTEM SET ssl_key_file = '%s'`, paths["server.key"]),
+		`ALTER SYSTEM SET ssl = on`,
+		`SELECT pg_reload_conf()`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// The reload is asynchronous: wait until the server offers TLS.
+	u, _ := url.Parse(srv.URL("postgres"))
+	u.RawQuery = "sslmode=require"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := pgx.Connect(ctx, u.String())
+		if err == nil {
+			c.Close(ctx)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not offer TLS after the reload: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
