@@ -83,7 +83,8 @@ type Runner struct {
 
 	// poisoned remembers events whose publication failed for good after
 	// they were handed to the sink, so that when the source delivers them
-	// again after the restart they go to the dead letter topic at once.
+	// again after the restart they are published alone, to learn whether
+	// the failure was theirs, and go to the dead letter topic if it was.
 	poisoned map[string]error
 }
 
@@ -228,12 +229,15 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
 			m, err = r.router.Route(e)
 		}
 		if err == nil {
-			if perr, bad := r.poisoned[e.ID]; bad {
-				err = perr
+			if _, suspect := r.poisoned[e.ID]; suspect {
+				delete(r.poisoned, e.ID)
+				err = r.sendAlone(ctx, &m)
+				if err == nil {
+					continue
+				}
+			} else {
+				err = r.send(ctx, t, p, &m)
 			}
-		}
-		if err == nil {
-			err = r.send(ctx, t, p, &m)
 		}
 		var ee *EventError
 		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" {
@@ -249,6 +253,25 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
 	}
 	t.published(p, nil)
 	return nil
+}
+
+// sendAlone publishes a message that failed for good in an earlier run and
+// waits for the outcome. The broker answers for whole batches, so the
+// failure may have been a neighbour's; alone, the answer is this message's
+// own. Everything published before it is flushed first, which keeps order.
+// A nil error means it is in Kafka.
+func (r *Runner) sendAlone(ctx context.Context, m *Message) error {
+	if err := r.sink.Flush(ctx); err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	if err := r.sink.Publish(ctx, m, func(err error) { res <- err }); err != nil {
+		return err
+	}
+	if err := r.sink.Flush(ctx); err != nil {
+		return err
+	}
+	return <-res
 }
 
 func (r *Runner) send(ctx context.Context, t *tracker, p *pending, m *Message) error {
@@ -292,9 +315,18 @@ func (r *Runner) deadLetter(e *Event, routed *Message, cause *EventError) *Messa
 
 // RecordTooLargeError says a record is larger than the broker accepts.
 type RecordTooLargeError struct {
-	Size, Limit int
+	Size int
+	// Limit is the limit the relay checked against; 0 when the broker
+	// refused the record itself (Cause is its error).
+	Limit int
+	Cause error
 }
 
 func (e *RecordTooLargeError) Error() string {
+	if e.Limit == 0 {
+		return fmt.Sprintf("the broker refused the record (%d bytes) as larger than the topic's max.message.bytes: %v; make the payload smaller or raise the limit", e.Size, e.Cause)
+	}
 	return fmt.Sprintf("record is %d bytes, more than the broker's limit of %d (message.max.bytes / max.message.bytes); make the payload smaller or raise the limit", e.Size, e.Limit)
 }
+
+func (e *RecordTooLargeError) Unwrap() error { return e.Cause }

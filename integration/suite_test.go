@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ func TestSources(t *testing.T) {
 			t.Run("GracefulRestartMidStream", func(t *testing.T) { testGracefulRestart(t, kind) })
 			t.Run("BrokerProduceErrors", func(t *testing.T) { testBrokerErrors(t, kind) })
 			t.Run("OversizedEventDeadLetter", func(t *testing.T) { testOversized(t, kind) })
+			t.Run("BatchRefusedNoInnocentDeadLetter", func(t *testing.T) { testBatchRefused(t, kind) })
+			t.Run("BrokerRefusesOneEventDeadLetter", func(t *testing.T) { testBrokerRefusesOne(t, kind) })
 		})
 	}
 }
@@ -186,6 +189,65 @@ func testOversized(t *testing.T, kind sourceKind) {
 				t.Errorf("dead letter lacks the original topic or key: %q %q", header(rec, connector.HeaderOriginalTopic), rec.Key)
 			}
 		case rec.Topic != "outbox.event.order":
+			t.Errorf("event %s went to %s", id, rec.Topic)
+		}
+	}
+}
+
+// testBatchRefused has the broker refuse a produce request as too large, as
+// it does for a whole batch when a topic's limit shrinks. The records in it
+// are suspects, not culprits: each is published alone on the next run, and
+// none of these ordinary events may end up on the dead letter topic.
+func testBatchRefused(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind)
+	ctx := context.Background()
+	refused := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.MessageTooLarge, Count: 1})
+	r := e.start(t, connector.RunnerConfig{DeadLetterTopic: "outbox.deadletter"}, sink.Config{})
+	workload{table: e.table, writers: 2, aggregates: 10, events: 300, txnSize: 10}.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order", "outbox.deadletter")
+	c.waitFor(t, rows, time.Minute)
+	r.stop(t)
+	if refused.Hits() == 0 {
+		t.Fatal("the fault refused no produce request; the test exercised nothing")
+	}
+	c.settle(200 * time.Millisecond)
+	for _, rec := range c.recs {
+		if rec.Topic == "outbox.deadletter" {
+			t.Errorf("event %s went to the dead letter topic (%s) though it is publishable", header(rec, "id"), header(rec, connector.HeaderError))
+		}
+	}
+	c.check(t, rows, partitions)
+}
+
+// testBrokerRefusesOne: the relay's own size check passes an event (it was
+// told a larger limit than the broker's, as after a topic's limit shrinks),
+// and the broker refuses it. Published alone, it fails again, so it goes to
+// the dead letter topic; its neighbours flow.
+func testBrokerRefusesOne(t *testing.T, kind sourceKind) {
+	e := newEnv(t, kind, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}))
+	ctx := context.Background()
+	r := e.start(t, connector.RunnerConfig{DeadLetterTopic: "outbox.deadletter"}, sink.Config{MaxRecordBytes: 1 << 20})
+	var bigID string
+	for i := 1; i <= 5; i++ {
+		payload := fmt.Sprintf(`{"seq": %d}`, i)
+		if i == 3 {
+			payload = fmt.Sprintf(`{"seq": %d, "blob": "%s"}`, i, strings.Repeat("x", 8000))
+		}
+		var id string
+		if err := e.pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'a', 'T', $1) RETURNING id::text`, payload).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			bigID = id
+		}
+	}
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order", "outbox.deadletter")
+	c.waitFor(t, rows, time.Minute)
+	r.stop(t)
+	for _, rec := range c.recs {
+		if id := header(rec, "id"); (id == bigID) != (rec.Topic == "outbox.deadletter") {
 			t.Errorf("event %s went to %s", id, rec.Topic)
 		}
 	}

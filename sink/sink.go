@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
@@ -31,8 +28,7 @@ type Sink struct {
 	p   producer
 	log *slog.Logger
 
-	limitOnce sync.Mutex
-	limit     int // largest record accepted; 0 until read from the broker
+	limits *limits
 }
 
 var _ connector.Sink = (*Sink)(nil)
@@ -85,14 +81,13 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.StopProducerOnDataLossDetected(),
 		kgo.AllowAutoTopicCreation(),
 	)
-	if cfg.MaxRecordBytes > 0 {
-		kopts = append(kopts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)))
-	}
+	lim := &limits{fixed: cfg.MaxRecordBytes}
+	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
 	cl, err := kgo.NewClient(append(kopts, o.kgos...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{cfg: cfg, cl: cl, p: cl, log: o.log.With("component", "sink"), limit: cfg.MaxRecordBytes}, nil
+	return &Sink{cfg: cfg, cl: cl, p: cl, log: o.log.With("component", "sink"), limits: lim}, nil
 }
 
 // Client is the underlying franz-go client, for health checks and metrics.
@@ -100,9 +95,9 @@ func (s *Sink) Client() *kgo.Client { return s.cl }
 
 // Publish implements [connector.Sink].
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
-	limit, err := s.recordLimit(ctx)
+	limit, err := s.limits.get(ctx, s.cl, m.Topic)
 	if err != nil {
-		return err
+		return ExplainConnError(s.cfg, err)
 	}
 	rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
 	if len(m.Headers) > 0 {
@@ -117,19 +112,22 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	id := m.EventID
 	partitioned := withPartition(ctx, rec, m)
 	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		done(partitioned(classify(id, err)))
+		done(partitioned(classify(id, rec, err)))
 	})
 	return nil
 }
 
 // classify turns the errors that say this record can never be written into
 // an [*connector.EventError]; the others stay retryable.
-func classify(eventID string, err error) error {
+func classify(eventID string, rec *kgo.Record, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return &connector.EventError{EventID: eventID, Err: fmt.Errorf("the broker refused the record as too large (the topic's max.message.bytes): %w", err)}
+		// The broker answers for a whole batch, so this may not be this
+		// record's fault; the runner publishes a suspect alone before it
+		// calls it unpublishable.
+		return &connector.EventError{EventID: eventID, Err: &connector.RecordTooLargeError{Size: RecordSize(rec), Cause: err}}
 	case errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.CorruptMessage):
 		return &connector.EventError{EventID: eventID, Err: fmt.Errorf("the broker refused the record: %w", err)}
 	}
@@ -144,52 +142,3 @@ func (s *Sink) Abort(ctx context.Context) error { return s.p.AbortBufferedRecord
 
 // Close releases the client. Call it after the runner has returned.
 func (s *Sink) Close() { s.p.Close() }
-
-// recordLimit returns the largest record the broker accepts, asking it the
-// first time.
-func (s *Sink) recordLimit(ctx context.Context) (int, error) {
-	s.limitOnce.Lock()
-	defer s.limitOnce.Unlock()
-	if s.limit > 0 {
-		return s.limit, nil
-	}
-	limit, err := BrokerRecordLimit(ctx, s.cl)
-	if err != nil {
-		return 0, ExplainConnError(s.cfg, err)
-	}
-	s.limit = limit
-	s.log.Info("read the broker's record size limit", "message_max_bytes", limit)
-	return limit, nil
-}
-
-// BrokerRecordLimit reads message.max.bytes from a broker of cl's cluster.
-func BrokerRecordLimit(ctx context.Context, cl *kgo.Client) (int, error) {
-	adm := kadm.NewClient(cl)
-	md, err := adm.BrokerMetadata(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("kafka metadata: %w", err)
-	}
-	if len(md.Brokers) == 0 {
-		return 0, errors.New("kafka metadata lists no brokers")
-	}
-	rcs, err := adm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
-	if err != nil {
-		return 0, fmt.Errorf("describe broker %d config: %w", md.Brokers[0].NodeID, err)
-	}
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			return 0, fmt.Errorf("describe broker %s config: %w", rc.Name, rc.Err)
-		}
-		for _, c := range rc.Configs {
-			if c.Key == "message.max.bytes" && c.Value != nil {
-				n, err := strconv.Atoi(*c.Value)
-				if err != nil || n <= 0 {
-					return 0, fmt.Errorf("broker %s: message.max.bytes %q is not a positive number", rc.Name, *c.Value)
-				}
-				return n, nil
-			}
-		}
-	}
-	// Kafka's own default, when the broker does not say.
-	return 1048588, nil
-}

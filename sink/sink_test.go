@@ -46,6 +46,13 @@ func TestRecordLimitIsTheBrokers(t *testing.T) {
 	}
 	defer s.Close()
 	acked := make(chan error, 1)
+	// franz-go sizes its very first produce request before it knows the
+	// broker's produce version, conservatively; a record within a few
+	// bytes of the limit is refused only then. Warm the client first.
+	warm := &connector.Message{Topic: "sized", Key: []byte("key"), Value: []byte("warm"), EventID: "warm"}
+	if err := s.Publish(ctx, warm, func(err error) { acked <- err }); err != nil || <-acked != nil {
+		t.Fatalf("warm-up record: %v", err)
+	}
 	if err := s.Publish(ctx, msg(0), func(err error) { acked <- err }); err != nil {
 		t.Fatalf("a record of exactly the limit was refused: %v", err)
 	}
@@ -129,5 +136,36 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBatchesFitTheBrokersLimit publishes many small records against a
+// small limit: franz-go must cut its batches at the broker's limit, or the
+// broker refuses whole batches of perfectly good records.
+func TestBatchesFitTheBrokersLimit(t *testing.T) {
+	_, brokers := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := sink.New(sink.Config{Brokers: brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 3000
+	errs := make(chan error, n)
+	for i := range n {
+		m := &connector.Message{Topic: "small", Key: []byte{byte(i % 3)}, Value: []byte(strings.Repeat("v", 90)), EventID: "e"}
+		if err := s.Publish(ctx, m, func(err error) { errs <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a small record failed: %v", err)
+		}
 	}
 }
