@@ -152,7 +152,7 @@ func decodeObject(data []byte) (object, error) {
 		key := tok.(string) // object keys are strings once '{' was read
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return o, fmt.Errorf("key %q: %w", key, err)
+			return o, fmt.Errorf("not JSON: key %q: %w", key, err)
 		}
 		if _, dup := o.values[key]; !dup {
 			o.keys = append(o.keys, key)

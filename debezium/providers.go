@@ -23,9 +23,11 @@ type Env struct {
 // resolveProviders replaces ${file:path:key}, ${directory:path:key} and
 // ${env:VAR} the way Kafka's FileConfigProvider, DirectoryConfigProvider
 // and EnvVarConfigProvider would, whether or not the worker declares them
-// (the connector file cannot say). Any other provider is an error naming
-// the option, since its secret cannot be read here.
-func resolveProviders(option, value string, env Env) (string, error) {
+// (the connector file cannot say). In a Connect file any other provider is
+// an error naming the option, since its secret cannot be read here; in a
+// Debezium Server file, where ${NAME:default} is a MicroProfile expression
+// of the same shape, other references are left to expandServer.
+func resolveProviders(option, value string, env Env, server bool) (string, error) {
 	if !strings.Contains(value, "${") {
 		return value, nil
 	}
@@ -33,6 +35,9 @@ func resolveProviders(option, value string, env Env) (string, error) {
 	out := providerRef.ReplaceAllStringFunc(value, func(ref string) string {
 		m := providerRef.FindStringSubmatch(ref)
 		provider, path, key := m[1], m[2], m[3]
+		if server && provider != "file" && provider != "directory" && provider != "env" {
+			return ref
+		}
 		v, err := lookupProvider(provider, path, key, env)
 		if err != nil {
 			if firstErr == nil {

@@ -376,8 +376,8 @@ func (r *Router) check(t *tableMeta) error {
 	if cfg.TimestampColumn != "" {
 		if c := t.column(cfg.TimestampColumn); c == nil {
 			need(cfg.TimestampColumn, "the event timestamp", false)
-		} else if _, err := c.timestampMillis(nil); err != nil && !slices.Contains([]string{"timestamp", "timestamptz", "int4", "int8"}, c.typName) {
-			errs = append(errs, err)
+		} else if !slices.Contains([]string{"timestamp", "timestamptz", "int4", "int8"}, c.typName) {
+			errs = append(errs, fmt.Errorf("timestamp column %q has type %s; it must be timestamp, timestamptz or bigint (epoch milliseconds)", c.name, c.typName))
 		}
 	}
 	if cfg.SchemaVersionColumn != "" && r.c.envelope {

@@ -28,6 +28,9 @@ type Translation struct {
 	// postgres.url) and other native keys' values.
 	password string
 	secrets  map[string]string
+	// mapped are the options the translation used, for tests that check
+	// every option is either mapped or noted.
+	mapped []string
 }
 
 // setting is one native key, in the order the translation wrote it.
@@ -168,6 +171,7 @@ func Translate(f *File, env Env) *Translation {
 		producer: NewProperties(),
 	}
 	if f.Kind == ServerProperties {
+		tr.server = true
 		tr.splitServer(f.Props)
 	} else {
 		tr.splitConnect(f.Props)
@@ -177,6 +181,14 @@ func Translate(f *File, env Env) *Translation {
 	tr.converters()
 	tr.producerOptions()
 	tr.leftovers()
+	for _, k := range tr.conn.Keys() {
+		if tr.used[k] {
+			tr.t.mapped = append(tr.t.mapped, k)
+		}
+	}
+	for _, k := range tr.producer.Keys() {
+		tr.t.mapped = append(tr.t.mapped, tr.prodLabel+k)
+	}
 	return tr.t
 }
 
@@ -205,7 +217,7 @@ func (tr *translator) get(key string) (string, bool) {
 
 // resolve applies config providers to one value.
 func (tr *translator) resolve(option, v string) string {
-	out, err := resolveProviders(option, v, tr.env)
+	out, err := resolveProviders(option, v, tr.env, tr.server)
 	if err != nil {
 		tr.note(option, Unsupported, "%v", errors.Unwrap(err))
 	}

@@ -15,6 +15,7 @@ import (
 
 const debeziumUsage = `Usage:
   outboxrelay debezium translate FILE
+  outboxrelay debezium compatibility    print the compatibility table of Debezium's options (Markdown)
 
 FILE is a Debezium PostgreSQL connector configuration: a Kafka Connect
 connector JSON ({"name": ..., "config": {...}} or the config object alone),
@@ -27,6 +28,10 @@ option cannot be honoured. The database password is left out; run
 
 // debeziumCmd is `outboxrelay debezium ...`.
 func debeziumCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && args[0] == "compatibility" {
+		_, err := io.WriteString(stdout, debezium.CompatibilityTable())
+		return err
+	}
 	if len(args) != 2 || args[0] != "translate" {
 		fmt.Fprint(stderr, debeziumUsage)
 		return errors.New("usage: outboxrelay debezium translate FILE")

@@ -1,0 +1,297 @@
+package debezium
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// Java's Double.toString and Float.toString, as Jackson and
+// SimpleHeaderConverter print numbers (values from the JDK's own
+// documentation and tests).
+func TestJavaNumbers(t *testing.T) {
+	tenth := 0.1 // a variable, so that 0.1 + 0.2 is float64 arithmetic
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{1, "1.0"}, {100, "100.0"}, {39.98, "39.98"}, {0.001, "0.001"}, {1e-4, "1.0E-4"},
+		{9999999, "9999999.0"}, {1e7, "1.0E7"}, {12345678, "1.2345678E7"}, {1234567.5, "1234567.5"},
+		{tenth + 0.2, "0.30000000000000004"}, {1.5e300, "1.5E300"}, {-2.5e-10, "-2.5E-10"},
+		{0, "0.0"}, {math.Copysign(0, -1), "-0.0"}, {math.NaN(), "NaN"}, {math.Inf(1), "Infinity"}, {math.Inf(-1), "-Infinity"},
+		{math.MaxFloat64, "1.7976931348623157E308"}, {123456789012, "1.23456789012E11"}, {0.5, "0.5"},
+	} {
+		if got := javaDouble(tc.in); got != tc.want {
+			t.Errorf("javaDouble(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   float32
+		want string
+	}{
+		{1.1, "1.1"}, {3.4028235e38, "3.4028235E38"}, {1e-5, "1.0E-5"}, {0.25, "0.25"}, {16777216, "1.6777216E7"},
+	} {
+		if got := javaFloat(tc.in); got != tc.want {
+			t.Errorf("javaFloat(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Jackson escapes quotes, backslashes and control characters (the usual
+// short escapes, else \u00XX in upper case) and nothing else.
+func TestJacksonString(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:            `"plain"`,
+		`say "hi"`:         `"say \"hi\""`,
+		`back\slash`:       `"back\\slash"`,
+		"tab\tnl\ncr\r":    `"tab\tnl\ncr\r"`,
+		"\b\f":             `"\b\f"`,
+		"\x00\x1f":         `"\u0000\u001F"`,
+		"\x7f é ✓ 😀 / <>&": "\"\x7f é ✓ 😀 / <>&\"",
+		"\u2028":           "\"\u2028\"",
+	} {
+		if got := string(appendJacksonString(nil, in)); got != want {
+			t.Errorf("%q: got %s, want %s", in, got, want)
+		}
+	}
+}
+
+var (
+	reqString  = &Schema{Type: TypeString}
+	testStruct = &Schema{Type: TypeStruct, Name: "s", Fields: []Field{
+		{Name: "a", Schema: &Schema{Type: TypeInt32, Optional: true}},
+		{Name: "b", Schema: &Schema{Type: TypeString, Optional: true, Default: "x"}},
+		{Name: "c", Schema: &Schema{Type: TypeArray, Optional: true, Items: &Schema{Type: TypeBoolean, Optional: true}}},
+		{Name: "d", Schema: &Schema{Type: TypeBytes, Optional: true}},
+		{Name: "e", Schema: &Schema{Type: TypeFloat32, Optional: true}},
+	}}
+)
+
+// JsonConverter: the schema's fields in Kafka's order (type, fields or
+// items, optional, name, version, default, field), a null with a default
+// written as the default (replace.null.with.default), bytes in base64.
+func TestJSONConverter(t *testing.T) {
+	v := &Struct{Schema: testStruct, Values: []any{int64(7), nil, []any{true, nil}, []byte{0, 0xff}, float32(2.5)}}
+	got, err := jsonConvert(true, testStruct, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"schema":{"type":"struct","fields":[` +
+		`{"type":"int32","optional":true,"field":"a"},` +
+		`{"type":"string","optional":true,"default":"x","field":"b"},` +
+		`{"type":"array","items":{"type":"boolean","optional":true},"optional":true,"field":"c"},` +
+		`{"type":"bytes","optional":true,"field":"d"},` +
+		`{"type":"float","optional":true,"field":"e"}],"optional":false,"name":"s"},` +
+		`"payload":{"a":7,"b":"x","c":[true,null],"d":"AP8=","e":2.5}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got, _ := jsonConvert(false, reqString, "a\"b"); string(got) != `"a\"b"` {
+		t.Errorf("string without schema: %s", got)
+	}
+	if got, _ := jsonConvert(false, &Schema{Type: TypeString, Optional: true}, nil); string(got) != "null" {
+		t.Errorf("optional null without schema: %q, want the JSON null", got)
+	}
+	if got, _ := jsonConvert(true, nil, nil); got != nil {
+		t.Errorf("a tombstone (no schema, no value): %q, want nil", got)
+	}
+	if _, err := jsonConvert(false, reqString, nil); err == nil {
+		t.Error("a null for a required string was written; JsonConverter refuses it")
+	}
+	if got, _ := jsonConvert(false, &Schema{Type: TypeFloat64}, math.NaN()); string(got) != `"NaN"` {
+		t.Errorf("NaN: %s, want the string Jackson writes", got)
+	}
+}
+
+// SimpleHeaderConverter writes Values.convertToString: strings raw,
+// numbers and booleans as Java prints them, bytes in base64, structured
+// values as JSON-like text.
+func TestSimpleHeaderConverter(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{"plain \"text\"", `plain "text"`}, {int64(-5), "-5"}, {true, "true"}, {float64(1e-7), "1.0E-7"}, {float32(0.5), "0.5"},
+		{[]byte("hi"), "aGk="}, {[]any{"a\"b", int64(1), nil}, `["a\"b",1,null]`},
+		{&Struct{Schema: testStruct, Values: []any{int64(1), `x\y`, nil, []byte{1}, nil}}, `{"a":1,"b":"x\\y","c":null,"d":"AQ==","e":null}`},
+	} {
+		got, err := convertHeader(FormatSimple, nil, tc.v)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%#v: got %q (%v), want %q", tc.v, got, err, tc.want)
+		}
+	}
+	if got, _ := convertHeader(FormatSimple, reqString, nil); got != nil {
+		t.Errorf("null header: %q, want nil", got)
+	}
+}
+
+// StringConverter writes toString(): Struct{...} without null fields,
+// lists as [a, b]; binary data has no useful toString and is refused.
+func TestStringConverter(t *testing.T) {
+	v := &Struct{Schema: testStruct, Values: []any{int64(1), nil, []any{true, false}, nil, float32(1e10)}}
+	got, err := convert(FormatString, testStruct, v)
+	if err != nil || string(got) != "Struct{a=1,c=[true, false],e=1.0E10}" {
+		t.Errorf("got %q (%v)", got, err)
+	}
+	if _, err := convert(FormatString, &Schema{Type: TypeBytes}, []byte{1}); err == nil || !strings.Contains(err.Error(), "ByteArrayConverter") {
+		t.Errorf("bytes with StringConverter: %v; want an error pointing to ByteArrayConverter", err)
+	}
+	if _, err := convert(FormatBytes, reqString, "text"); err == nil || !strings.Contains(err.Error(), "Invalid schema type for ByteArrayConverter") {
+		t.Errorf("text with ByteArrayConverter: %v; want Kafka Connect's refusal", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	for _, tc := range []struct {
+		name, in  string
+		nullBytes bool
+		// want is the JSON written without schemas; schema, when set, the
+		// schema written.
+		want, schema string
+		err          error
+	}{
+		{name: "nested object named by path", in: `{"a": {"b": 1}}`, want: `{"a":{"b":1}}`,
+			schema: `{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":true,"field":"b"}],"optional":true,"name":"payload.a","field":"a"}],"optional":true,"name":"payload"}`},
+		{name: "null fields dropped", in: `{"a": null, "b": "x"}`, want: `{"b":"x"}`},
+		{name: "null fields kept as optional bytes", in: `{"a": null, "b": "x"}`, nullBytes: true, want: `{"a":null,"b":"x"}`,
+			schema: `{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"a"},{"type":"string","optional":true,"field":"b"}],"optional":true,"name":"payload"}`},
+		{name: "empty array dropped", in: `{"a": [], "b": true}`, want: `{"b":true}`},
+		{name: "long and double", in: `{"big": 10000000000, "d": 1e2, "neg": -0}`, want: `{"big":10000000000,"d":100.0,"neg":0}`,
+			schema: `{"type":"struct","fields":[{"type":"int64","optional":true,"field":"big"},{"type":"double","optional":true,"field":"d"},{"type":"int32","optional":true,"field":"neg"}],"optional":true,"name":"payload"}`},
+		{name: "objects in an array merge their fields", in: `{"xs": [{"a": 1}, {"b": "x"}, {"a": 2, "b": "y"}]}`,
+			want: `{"xs":[{"a":1,"b":null},{"a":null,"b":"x"},{"a":2,"b":"y"}]}`},
+		{name: "a null field takes the type other elements give it", in: `{"xs": [{"a": null}, {"a": 5}]}`, nullBytes: true,
+			want:   `{"xs":[{"a":null},{"a":5}]}`,
+			schema: `{"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],"optional":true,"name":"payload.xs"},"optional":true,"field":"xs"}],"optional":true,"name":"payload"}`},
+		{name: "null array elements", in: `{"xs": [null, "a"]}`, want: `{"xs":[null,"a"]}`},
+		{name: "repeated key: first place, last value", in: `{"a": 1, "b": 2, "a": 3}`, want: `{"a":3,"b":2}`},
+		{name: "text after the value is not read", in: `{"a": 1} trailing`, want: `{"a":1}`},
+		{name: "mixed array is not expanded", in: `{"xs": [1, "a"]}`, err: errNotExpandable},
+		{name: "int and double in one array is not expanded", in: `{"xs": [1, 1.5]}`, err: errNotExpandable},
+		{name: "array of nulls is not expanded", in: `{"xs": [null]}`, err: errNotExpandable},
+		{name: "not JSON", in: `{"a": `, err: errNotExpandable},
+		{name: "not an object", in: `"text"`, err: errNotExpandable},
+		{name: "leading space", in: ` {"a": 1}`, err: errNotExpandable},
+		{name: "top-level array", in: `[1, 2]`, err: errTopLevelArray},
+		{name: "clashing types in merged objects", in: `{"xs": [{"a": 1}, {"a": "x"}]}`, err: errors.New("does not fit")},
+		{name: "integer beyond 64 bits", in: `{"n": 123456789012345678901234567890}`, err: errors.New("does not fit in 64 bits")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, v, err := expander{nullsAsBytes: tc.nullBytes}.expand("payload", tc.in)
+			if tc.err != nil {
+				if err == nil || !(errors.Is(err, tc.err) || strings.Contains(err.Error(), tc.err.Error())) {
+					t.Fatalf("err %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := jsonConvert(false, s, v)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %s (%v), want %s", got, err, tc.want)
+			}
+			if tc.schema != "" {
+				if got := string(appendSchemaJSON(nil, s, "")); got != tc.schema {
+					t.Errorf("schema\n got %s\nwant %s", got, tc.schema)
+				}
+			}
+		})
+	}
+}
+
+// RegexRouter: the regex must match the whole value, then the first match
+// is replaced (Java's matches() then replaceFirst()); Java's replacement
+// syntax.
+func TestTopicRouter(t *testing.T) {
+	for _, tc := range []struct {
+		regex, repl, in, want string
+	}{
+		{DefaultTopicRegex, DefaultTopicReplacement, "order", "outbox.event.order"},
+		{DefaultTopicRegex, "${routedByValue}.events", "Order", "Order.events"},
+		{"(.*)-(.*)", "$2.$1", "a-b", "b.a"},
+		{"(.*)", "x$12", "v", "xv2"}, // one group: $1 then the literal 2
+		{"(.*)", `\$1\\`, "v", `$1\`},
+		{"a|ab", "X", "ab", "Xb"}, // the full match is ab, the first match a
+		{"order", "orders", "customer", "customer"},
+		{"(?<kind>[a-z]+)(?:_v(?<v>[0-9]+))?", "${kind}.v$2", "order", "order.v"},
+	} {
+		tr, err := newTopicRouter(tc.regex, tc.repl)
+		if err != nil {
+			t.Errorf("%s / %s: %v", tc.regex, tc.repl, err)
+			continue
+		}
+		if got := tr.route(tc.in); got != tc.want {
+			t.Errorf("%s / %s on %q: %q, want %q", tc.regex, tc.repl, tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ regex, repl, want string }{
+		{"(.*)", "$2", "no group 2"},
+		{"(.*)", "${nope}", "no group with name {nope}"},
+		{"(.*)", "a$", "group index is missing"},
+		{"(.*)", "$x", "illegal group reference"},
+		{"(.*)", `a\`, "character to be escaped is missing"},
+		{"(?=a)", "x", "lookaround"},
+	} {
+		if _, err := newTopicRouter(tc.regex, tc.repl); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s / %s: %v, want an error saying %q", tc.regex, tc.repl, err, tc.want)
+		}
+	}
+}
+
+// Columns as Debezium's PostgreSQL connector types them, with its default
+// settings, and the defaults it puts in schemas.
+func TestColumns(t *testing.T) {
+	for _, tc := range []struct {
+		c      column
+		text   string
+		schema string
+		value  any
+	}{
+		{column{name: "b", typName: "bool"}, "t", `{"type":"boolean","optional":true}`, true},
+		{column{name: "n", typName: "int8", notNull: true, defaultExpr: "nextval('s'::regclass)"}, "42", `{"type":"int64","optional":false,"default":0}`, int64(42)},
+		{column{name: "i", typName: "int4", defaultExpr: "7"}, "-3", `{"type":"int32","optional":true,"default":7}`, int64(-3)},
+		{column{name: "i", typName: "int4", defaultExpr: "NULL::integer"}, "1", `{"type":"int32","optional":true}`, int64(1)},
+		{column{name: "u", typName: "uuid", notNull: true, defaultExpr: "gen_random_uuid()"}, "4D47E190-0402-4048-BC2C-89DD54343CDC",
+			`{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"default":"00000000-0000-0000-0000-000000000000"}`,
+			"4d47e190-0402-4048-bc2c-89dd54343cdc"},
+		{column{name: "s", typName: "varchar", defaultExpr: "'abc'::character varying"}, "x", `{"type":"string","optional":true,"default":"abc"}`, "x"},
+		{column{name: "j", typName: "jsonb", defaultExpr: "'{}'::jsonb"}, `{"a": 1}`, `{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"default":"{}"}`, `{"a": 1}`},
+		{column{name: "d", typName: "date"}, "2024-01-02", `{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1}`, int64(19724)},
+		{column{name: "t", typName: "timestamp", typMod: -1}, "2019-05-03 13:31:34.484123",
+			`{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1}`, int64(1556890294484123)},
+		{column{name: "t", typName: "timestamp", typMod: 3}, "2019-05-03 13:31:34.484",
+			`{"type":"int64","optional":true,"name":"io.debezium.time.Timestamp","version":1}`, int64(1556890294484)},
+		{column{name: "tz", typName: "timestamptz", typMod: -1, defaultExpr: "now()"}, "2024-01-02 03:04:05.12+01",
+			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00Z"}`, "2024-01-02T02:04:05.12Z"},
+		{column{name: "tz", typName: "timestamptz", typMod: -1, defaultExpr: "CURRENT_TIMESTAMP"}, "2024-01-02 03:04:05+05:30",
+			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1}`, "2024-01-01T21:34:05Z"},
+		{column{name: "f", typName: "float4"}, "1.5", `{"type":"float","optional":true}`, float32(1.5)},
+		{column{name: "by", typName: "bytea"}, "\x01", `{"type":"bytes","optional":true}`, []byte{1}},
+	} {
+		s, err := tc.c.schema()
+		if err != nil {
+			t.Errorf("%s: %v", tc.c.typName, err)
+			continue
+		}
+		if got := string(appendSchemaJSON(nil, s, "")); got != tc.schema {
+			t.Errorf("%s %q schema\n got %s\nwant %s", tc.c.typName, tc.c.defaultExpr, got, tc.schema)
+		}
+		v, err := tc.c.value([]byte(tc.text), false)
+		if err != nil || !equalValue(v, tc.value) {
+			t.Errorf("%s %q: value %#v (%v), want %#v", tc.c.typName, tc.text, v, err, tc.value)
+		}
+	}
+	if _, err := (&column{name: "n", typName: "numeric"}).schema(); !errors.Is(err, errUnsupportedType) {
+		t.Errorf("numeric: %v, want errUnsupportedType", err)
+	}
+}
+
+func equalValue(a, b any) bool {
+	if ab, ok := a.([]byte); ok {
+		bb, ok := b.([]byte)
+		return ok && string(ab) == string(bb)
+	}
+	return a == b
+}

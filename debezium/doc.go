@@ -1,0 +1,20 @@
+// Package debezium makes outboxrelay a drop-in replacement for Debezium's
+// PostgreSQL connector with the Outbox Event Router.
+//
+// It reads a Debezium configuration as users have it ([ParseFile]): a
+// Kafka Connect connector JSON or .properties file, or a Debezium Server
+// application.properties. [Translate] maps every option to outboxrelay's
+// native configuration and says, in a [Note] naming the option, what it
+// does with each one it does not simply map; none is ignored in silence,
+// and [Translation.Err] reports the options it cannot honour.
+//
+// [Router] is the [connector.Router] that writes the records Debezium
+// would: the router's topic, key, headers, envelope fields, partition and
+// timestamp, with key, value and headers written as Kafka Connect's
+// StringConverter, JsonConverter (schemas.enable true or false),
+// ByteArrayConverter and SimpleHeaderConverter write them. It types each
+// column as Debezium's connector does, from the outbox table's catalog,
+// since the schemas JsonConverter writes depend on it. [Options] lists
+// every option that matters to a migration with its status; the README's
+// compatibility table is made from it.
+package debezium

@@ -1,0 +1,493 @@
+package debezium_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/debezium"
+	"github.com/outboxrelay/outboxrelay/internal/config"
+)
+
+// The connector JSON of Debezium's outbox example (debezium-examples,
+// outbox/register-postgres.json), unchanged.
+const exampleJSON = `{
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": "order-db",
+    "database.port": "5432",
+    "database.user": "postgresuser",
+    "database.password": "postgrespw",
+    "database.dbname" : "orderdb",
+    "topic.prefix": "dbserver1",
+    "schema.include.list": "inventory",
+    "table.include.list" : "inventory.outboxevent",
+    "tombstones.on.delete" : "false",
+    "transforms" : "outbox",
+    "transforms.outbox.type" : "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.route.topic.replacement" : "${routedByValue}.events",
+    "transforms.outbox.table.field.event.timestamp" : "timestamp",
+    "transforms.outbox.table.fields.additional.placement" : "type:header:eventType"
+}`
+
+func translate(t *testing.T, text string, env debezium.Env) *debezium.Translation {
+	t.Helper()
+	f, err := debezium.ParseFile([]byte(text))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return debezium.Translate(f, env)
+}
+
+func TestTranslateOutboxExample(t *testing.T) {
+	tr := translate(t, exampleJSON, debezium.Env{})
+	if err := tr.Err(); err != nil {
+		t.Fatalf("the documentation's connector does not run: %v", err)
+	}
+	want := map[string]any{
+		"postgres.url":                 "postgres://postgresuser@order-db:5432/orderdb",
+		"outbox.table":                 "inventory.outboxevent",
+		"outbox.columns.aggregatetype": "aggregatetype",
+		"outbox.columns.aggregateid":   "aggregateid",
+		"outbox.columns.payload":       "payload",
+		"cdc.slot":                     "debezium",
+		"cdc.publication":              "dbz_publication",
+		"cdc.create_publication":       true,
+		"routing.topic_replacement":    "${routedByValue}.events",
+		"routing.timestamp_column":     "timestamp",
+		"routing.additional_fields":    []string{"type:header:eventType"},
+		"routing.schema_topic_prefix":  "dbserver1",
+		"routing.tracing_column":       "tracingspancontext",
+		"routing.key_format":           "json+schema",
+		"routing.value_format":         "json+schema",
+		"routing.header_format":        "simple",
+	}
+	for k, v := range want {
+		if got, _ := tr.Setting(k); !reflect.DeepEqual(got, v) {
+			t.Errorf("%s = %#v, want %#v", k, got, v)
+		}
+	}
+	for _, opt := range []string{"plugin.name", "key.converter", "value.converter", "tombstones.on.delete", "schema.include.list", "tasks.max"} {
+		if !hasNote(tr, opt) {
+			t.Errorf("no note for %s", opt)
+		}
+	}
+
+	// translate keeps the password out; run uses it.
+	public, err := tr.YAML(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(public), "postgrespw") {
+		t.Errorf("translate printed the password:\n%s", public)
+	}
+	secret, _ := tr.YAML(true)
+	cfg, err := config.LoadTranslated(secret, "", []string{"OUTBOXRELAY_KAFKA_BROKERS=kafka:9092"})
+	if err != nil {
+		t.Fatalf("the translated YAML does not load: %v\n%s", err, secret)
+	}
+	if cfg.Postgres.URL != "postgres://postgresuser:postgrespw@order-db:5432/orderdb" || cfg.CDC.Slot != "debezium" {
+		t.Errorf("loaded url %q slot %q", config.RedactURL(cfg.Postgres.URL), cfg.CDC.Slot)
+	}
+	rc := cfg.DebeziumRouter()
+	if rc == nil || rc.TopicReplacement != "${routedByValue}.events" || rc.KeyFormat != debezium.FormatJSONSchema || rc.AdditionalFieldsOptional {
+		t.Errorf("router config %+v", rc)
+	}
+	// And the public YAML, with the password from elsewhere.
+	if _, err := config.LoadTranslated(public, "", []string{"OUTBOXRELAY_KAFKA_BROKERS=kafka:9092"}); err != nil {
+		t.Errorf("translate's YAML does not load: %v\n%s", err, public)
+	}
+}
+
+func hasNote(tr *debezium.Translation, option string) bool {
+	return slices.ContainsFunc(tr.Notes, func(n debezium.Note) bool { return n.Option == option })
+}
+
+func noteSeverity(tr *debezium.Translation, option string) (debezium.Severity, bool) {
+	for _, n := range tr.Notes {
+		if n.Option == option {
+			return n.Severity, true
+		}
+	}
+	return 0, false
+}
+
+// base is a minimal runnable connector; cases add options.
+func baseConnector(extra map[string]string) string {
+	opts := map[string]string{
+		"connector.class":        "io.debezium.connector.postgresql.PostgresConnector",
+		"database.hostname":      "db",
+		"database.user":          "u",
+		"database.dbname":        "app",
+		"topic.prefix":           "p",
+		"plugin.name":            "pgoutput",
+		"table.include.list":     "public.outbox",
+		"transforms":             "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+	}
+	for k, v := range extra {
+		if v == "-" {
+			delete(opts, k)
+		} else {
+			opts[k] = v
+		}
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range opts {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%q:%q", k, opts[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func TestTranslateOptions(t *testing.T) {
+	type note struct {
+		option   string
+		severity debezium.Severity
+		says     string
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  map[string]string
+		want  map[string]any
+		notes []note
+	}{
+		{name: "defaults", opts: nil, want: map[string]any{
+			"cdc.slot": "debezium", "cdc.publication": "dbz_publication", "cdc.create_publication": true,
+			"postgres.url": "postgres://u@db:5432/app", "outbox.columns.id": "id", "routing.topic_prefix": "outbox.event.",
+			"routing.header_format": "simple", "source": "cdc"}},
+		{name: "connection", opts: map[string]string{"database.port": "6543", "database.sslmode": "verify-full", "database.sslrootcert": "/ca.pem"},
+			want: map[string]any{"postgres.url": "postgres://u@db:6543/app?sslmode=verify-full&sslrootcert=%2Fca.pem"}},
+		{name: "slot and publication", opts: map[string]string{"slot.name": "outbox_slot", "publication.name": "outbox_pub", "publication.autocreate.mode": "disabled"},
+			want: map[string]any{"cdc.slot": "outbox_slot", "cdc.publication": "outbox_pub", "cdc.create_publication": false}},
+		{name: "filtered publication", opts: map[string]string{"publication.autocreate.mode": "filtered"}, want: map[string]any{"cdc.create_publication": true}},
+		{name: "bad publication mode", opts: map[string]string{"publication.autocreate.mode": "some"},
+			notes: []note{{"publication.autocreate.mode", debezium.Unsupported, "all_tables"}}},
+		{name: "decoderbufs", opts: map[string]string{"plugin.name": "decoderbufs"},
+			notes: []note{{"plugin.name", debezium.Unsupported, "switch Debezium to plugin.name=pgoutput"}}},
+		{name: "wal2json", opts: map[string]string{"plugin.name": "wal2json"}, notes: []note{{"plugin.name", debezium.Unsupported, "pgoutput"}}},
+		{name: "plugin unset", opts: map[string]string{"plugin.name": "-"}, notes: []note{{"plugin.name", debezium.Warning, "decoderbufs"}}},
+		{name: "old option names", opts: map[string]string{"table.include.list": "-", "table.whitelist": `inventory\.outboxevent`, "topic.prefix": "-", "database.server.name": "dbserver1"},
+			want: map[string]any{"outbox.table": "inventory.outboxevent", "routing.schema_topic_prefix": "dbserver1"}},
+		{name: "table without schema", opts: map[string]string{"table.include.list": "events"}, want: map[string]any{"outbox.table": "public.events"}},
+		{name: "two tables", opts: map[string]string{"table.include.list": "public.a,public.b"}, notes: []note{{"table.include.list", debezium.Unsupported, "one outbox table"}}},
+		{name: "table pattern", opts: map[string]string{"table.include.list": "public.outbox_.*"}, notes: []note{{"table.include.list", debezium.Unsupported, "pattern"}}},
+		{name: "intervals", opts: map[string]string{"status.update.interval.ms": "5000", "heartbeat.interval.ms": "30000"},
+			want: map[string]any{"cdc.status_interval": "5s", "cdc.heartbeat_interval": "30s"}},
+		{name: "topic prefix replacement", opts: map[string]string{"transforms.outbox.route.topic.replacement": "events.${routedByValue}"},
+			want: map[string]any{"routing.topic_prefix": "events.", "routing.topic_replacement": nil}},
+		{name: "constant topic", opts: map[string]string{"transforms.outbox.route.topic.replacement": "all-events"},
+			want: map[string]any{"routing.topic": "all-events"}},
+		{name: "regex", opts: map[string]string{"transforms.outbox.route.topic.regex": "(.*)Aggregate", "transforms.outbox.route.topic.replacement": "$1.events"},
+			want: map[string]any{"routing.topic_regex": "(.*)Aggregate", "routing.topic_replacement": "$1.events"}},
+		{name: "regex Go lacks", opts: map[string]string{"transforms.outbox.route.topic.regex": "(?!x).*"},
+			notes: []note{{"transforms.outbox.route.topic.regex", debezium.Unsupported, "lookaround"}}},
+		{name: "router columns", opts: map[string]string{"transforms.outbox.table.field.event.id": "event_id", "transforms.outbox.table.field.event.key": "key",
+			"transforms.outbox.table.field.event.payload": "body", "transforms.outbox.route.by.field": "destination"},
+			want: map[string]any{"outbox.columns.id": "event_id", "outbox.columns.aggregateid": "key", "outbox.columns.payload": "body", "outbox.columns.aggregatetype": "destination"}},
+		{name: "route by the type column", opts: map[string]string{"transforms.outbox.route.by.field": "type"},
+			want:  map[string]any{"outbox.columns.aggregatetype": "type", "outbox.columns.type": "(none)"},
+			notes: []note{{"transforms.outbox.route.by.field", debezium.Info, "event type"}}},
+		{name: "route by the key column", opts: map[string]string{"transforms.outbox.route.by.field": "aggregateid"},
+			notes: []note{{"transforms.outbox.table.field.event.key", debezium.Unsupported, "a column for each role"}}},
+		{name: "router options", opts: map[string]string{
+			"transforms.outbox.table.fields.additional.placement":        "type:header:eventType, tenant:envelope, part:partition",
+			"transforms.outbox.table.fields.additional.error.on.missing": "false",
+			"transforms.outbox.table.expand.json.payload":                "true",
+			"transforms.outbox.table.json.payload.null.behavior":         "optional_bytes",
+			"transforms.outbox.route.tombstone.on.empty.payload":         "TRUE",
+			"transforms.outbox.table.field.event.schema.version":         "version",
+			"transforms.outbox.tracing.span.context.field":               "trace",
+		}, want: map[string]any{
+			"routing.additional_fields":          []string{"type:header:eventType", "tenant:envelope", "part:partition"},
+			"routing.additional_fields_required": false, "routing.expand_json_payload": true, "routing.json_null_fields": "optional_bytes",
+			"routing.tombstone_on_empty_payload": true, "routing.schema_version_column": "version", "routing.tracing_column": "trace"}},
+		{name: "bad placement", opts: map[string]string{"transforms.outbox.table.fields.additional.placement": "type:body"},
+			notes: []note{{"transforms.outbox.table.fields.additional.placement", debezium.Unsupported, "placement"}}},
+		{name: "bad boolean", opts: map[string]string{"transforms.outbox.table.expand.json.payload": "yes"},
+			notes: []note{{"transforms.outbox.table.expand.json.payload", debezium.Unsupported, "true or false"}}},
+		{name: "invalid op behavior", opts: map[string]string{"transforms.outbox.table.op.invalid.behavior": "fatal"},
+			notes: []note{{"transforms.outbox.table.op.invalid.behavior", debezium.Warning, "skips and logs"}}},
+		{name: "removed router option", opts: map[string]string{"transforms.outbox.table.field.event.payload.id": "aggregateid"},
+			notes: []note{{"transforms.outbox.table.field.event.payload.id", debezium.Warning, "removed in Debezium 2.0"}}},
+		{name: "unknown router option", opts: map[string]string{"transforms.outbox.route.topic.prefix": "x"},
+			notes: []note{{"transforms.outbox.route.topic.prefix", debezium.Warning, "unknown outbox router option"}}},
+		{name: "converters", opts: map[string]string{
+			"key.converter":   "org.apache.kafka.connect.storage.StringConverter",
+			"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+			"header.converter": "org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable": "false"},
+			want: map[string]any{"routing.key_format": "string", "routing.value_format": "json", "routing.header_format": "json"}},
+		{name: "bytes", opts: map[string]string{"value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"},
+			want: map[string]any{"routing.value_format": "bytes"}},
+		{name: "Avro", opts: map[string]string{"value.converter": "io.confluent.connect.avro.AvroConverter", "value.converter.schema.registry.url": "http://r"},
+			notes: []note{{"value.converter", debezium.Unsupported, "AvroConverter"}, {"value.converter.schema.registry.url", debezium.Info, ""}}},
+		{name: "replace.null.with.default false", opts: map[string]string{"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.replace.null.with.default": "false"},
+			notes: []note{{"value.converter.replace.null.with.default", debezium.Unsupported, "default"}}},
+		{name: "another transform", opts: map[string]string{"transforms": "unwrap,outbox", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState", "transforms.unwrap.drop.tombstones": "false"},
+			notes: []note{{"transforms.unwrap", debezium.Unsupported, "ExtractNewRecordState"}}},
+		{name: "no outbox router", opts: map[string]string{"transforms": "-", "transforms.outbox.type": "-"},
+			notes: []note{{"transforms", debezium.Unsupported, "EventRouter"}}},
+		{name: "predicate selecting the outbox table", opts: map[string]string{"transforms.outbox.predicate": "isOutbox", "predicates": "isOutbox",
+			"predicates.isOutbox.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches", "predicates.isOutbox.pattern": `p\.public\.outbox`},
+			notes: []note{{"transforms.outbox.predicate", debezium.Info, "selects p.public.outbox"}}},
+		{name: "predicate excluding the outbox table", opts: map[string]string{"transforms.outbox.predicate": "isOutbox", "transforms.outbox.negate": "true",
+			"predicates.isOutbox.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches", "predicates.isOutbox.pattern": `.*outbox`},
+			notes: []note{{"transforms.outbox.predicate", debezium.Unsupported, "does not select"}}},
+		{name: "producer overrides", opts: map[string]string{"producer.override.compression.type": "zstd", "producer.override.max.request.size": "2097152", "producer.override.linger.ms": "5"},
+			want:  map[string]any{"kafka.compression": "zstd", "kafka.max_record_bytes": 2097152},
+			notes: []note{{"producer.override.linger.ms", debezium.Info, "acks=all"}}},
+		{name: "SASL_SSL with SCRAM", opts: map[string]string{"producer.override.security.protocol": "SASL_SSL", "producer.override.sasl.mechanism": "SCRAM-SHA-512",
+			"producer.override.sasl.jaas.config":        `org.apache.kafka.common.security.scram.ScramLoginModule required username="relay" password="s3\"cret";`,
+			"producer.override.ssl.truststore.type":     "PEM",
+			"producer.override.ssl.truststore.location": "/etc/kafka/ca.pem"},
+			want: map[string]any{"kafka.tls.enabled": true, "kafka.sasl.mechanism": "scram-sha-512", "kafka.sasl.username": "relay", "kafka.tls.ca_file": "/etc/kafka/ca.pem"}},
+		{name: "GSSAPI", opts: map[string]string{"producer.override.security.protocol": "SASL_SSL", "producer.override.sasl.mechanism": "GSSAPI"},
+			notes: []note{{"producer.override.sasl.mechanism", debezium.Unsupported, "GSSAPI"}}},
+		{name: "JKS truststore", opts: map[string]string{"producer.override.security.protocol": "SSL", "producer.override.ssl.truststore.location": "/ts.jks"},
+			notes: []note{{"producer.override.ssl.truststore.location", debezium.Unsupported, "convert it to PEM"}}},
+		{name: "ignored and unknown options", opts: map[string]string{"snapshot.mode": "never", "slot.drop.on.stop": "true", "provide.transaction.metadata": "true", "frobnicate": "1"},
+			notes: []note{{"slot.drop.on.stop", debezium.Warning, "never drops"}, {"provide.transaction.metadata", debezium.Warning, "transaction"}, {"frobnicate", debezium.Warning, "unknown option"}}},
+		{name: "binary and time modes", opts: map[string]string{"binary.handling.mode": "base64", "time.precision.mode": "connect"},
+			notes: []note{{"binary.handling.mode", debezium.Unsupported, "bytes only"}, {"time.precision.mode", debezium.Unsupported, "adaptive"}}},
+		{name: "source types with schemas", opts: map[string]string{"column.propagate.source.type": ".*"},
+			notes: []note{{"column.propagate.source.type", debezium.Unsupported, "parameters"}}},
+		{name: "other connector", opts: map[string]string{"connector.class": "io.debezium.connector.mysql.MySqlConnector"},
+			notes: []note{{"connector.class", debezium.Unsupported, "PostgreSQL"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := translate(t, baseConnector(tc.opts), debezium.Env{})
+			for k, v := range tc.want {
+				got, ok := tr.Setting(k)
+				if v == nil {
+					if ok {
+						t.Errorf("%s = %#v, want it unset", k, got)
+					}
+					continue
+				}
+				if !reflect.DeepEqual(got, v) {
+					t.Errorf("%s = %#v, want %#v", k, got, v)
+				}
+			}
+			unsupported := 0
+			for _, n := range tc.notes {
+				found := false
+				for _, got := range tr.Notes {
+					if got.Option == n.option && got.Severity == n.severity && strings.Contains(got.Text, n.says) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no %s note on %s saying %q; notes:\n%s", n.severity, n.option, n.says, notesText(tr))
+				}
+				if n.severity == debezium.Unsupported {
+					unsupported++
+				}
+			}
+			if err := tr.Err(); (err != nil) != (unsupported > 0) {
+				t.Errorf("Err() = %v; want an error only for unsupported options", err)
+			}
+		})
+	}
+}
+
+func notesText(tr *debezium.Translation) string {
+	var b strings.Builder
+	for _, n := range tr.Notes {
+		b.WriteString("  " + n.String() + "\n")
+	}
+	return b.String()
+}
+
+// Every option the file sets is mapped or named in a note; and every
+// unsupported one is an error that names it.
+func TestEveryOptionAccountedFor(t *testing.T) {
+	opts := map[string]string{
+		"name": "c", "tasks.max": "1", "snapshot.mode": "initial", "slot.drop.on.stop": "true", "errors.tolerance": "all",
+		"topic.creation.default.partitions": "3", "heartbeat.action.query": "UPDATE x SET y = 1", "schema.exclude.list": "a",
+		"column.exclude.list": "public.outbox.secret", "decimal.handling.mode": "double", "signal.data.collection": "public.sig",
+		"converters": "boolean", "converters.boolean.type": "io.x.BooleanConverter", "database.tcpKeepAlive": "true",
+		"transforms.outbox.tracing.operation.name": "op", "transforms.other.type": "x", "predicates": "p",
+		"producer.override.partitioner.class": "org.example.MyPartitioner", "producer.override.acks": "1",
+		"field.name.adjustment.mode": "avro", "schema.name.adjustment.mode": "avro", "binary.handling.mode": "hex",
+		"value.converter": "io.confluent.connect.protobuf.ProtobufConverter", "header.converter": "org.example.H",
+		"database.sslfactory": "org.example.F", "key.converter.schemas.cache.size": "10",
+	}
+	tr := translate(t, baseConnector(opts), debezium.Env{})
+	f, _ := debezium.ParseFile([]byte(baseConnector(opts)))
+	mapped := debezium.Mapped(tr)
+	for _, k := range f.Props.Keys() {
+		if !slices.Contains(mapped, k) && !hasNote(tr, k) {
+			t.Errorf("option %s is neither mapped nor noted", k)
+		}
+	}
+	var unsupported []string
+	for _, n := range tr.Notes {
+		if n.Severity == debezium.Unsupported {
+			unsupported = append(unsupported, n.Option)
+		}
+	}
+	for _, want := range []string{"converters", "producer.override.partitioner.class", "binary.handling.mode", "value.converter", "header.converter", "database.sslfactory"} {
+		if !slices.Contains(unsupported, want) {
+			t.Errorf("%s is not reported as unsupported; notes:\n%s", want, notesText(tr))
+		}
+	}
+	err := tr.Err()
+	for _, opt := range unsupported {
+		found := false
+		for _, e := range unwrapAll(err) {
+			var oe *debezium.OptionError
+			if errors.As(e, &oe) && oe.Option == opt {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("Err() does not name %s: %v", opt, err)
+		}
+	}
+}
+
+func unwrapAll(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func TestConfigProviders(t *testing.T) {
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.properties")
+	if err := os.WriteFile(secrets, []byte("db.password=from-file\ndb.user: relay\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host"), []byte("db.internal"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := debezium.Env{
+		Getenv:   func(k string) (string, bool) { v, ok := map[string]string{"DB_NAME": "orders"}[k]; return v, ok },
+		ReadFile: os.ReadFile,
+	}
+	tr := translate(t, baseConnector(map[string]string{
+		"database.password": "${file:" + secrets + ":db.password}",
+		"database.user":     "${file:" + secrets + ":db.user}",
+		"database.hostname": "${directory:" + dir + ":host}",
+		"database.dbname":   "${env:DB_NAME}",
+		// Not a provider reference: no colon.
+		"transforms.outbox.route.topic.replacement": "x.${routedByValue}",
+	}), env)
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tr.Setting("postgres.url"); got != "postgres://relay@db.internal:5432/orders" {
+		t.Errorf("postgres.url = %v", got)
+	}
+	y, _ := tr.YAML(true)
+	if !strings.Contains(string(y), "relay:from-file@") {
+		t.Errorf("the password from the file is not in run's config:\n%s", y)
+	}
+	if got, _ := tr.Setting("routing.topic_prefix"); got != "x." {
+		t.Errorf("routing.topic_prefix = %v", got)
+	}
+
+	for _, tc := range []struct{ value, says string }{
+		{"${vault:secret/db:password}", `config provider "vault" is not supported`},
+		{"${env:NOPE}", "NOPE is not set"},
+		{"${file:" + secrets + ":missing}", `no key "missing"`},
+	} {
+		tr := translate(t, baseConnector(map[string]string{"database.password": tc.value}), env)
+		err := tr.Err()
+		var oe *debezium.OptionError
+		if !errors.As(err, &oe) || oe.Option != "database.password" || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want an error naming database.password saying %q", tc.value, err, tc.says)
+		}
+	}
+}
+
+func TestDebeziumServer(t *testing.T) {
+	env := debezium.Env{Getenv: func(k string) (string, bool) {
+		v, ok := map[string]string{"PG_PASSWORD": "pw", "KAFKA_BOOTSTRAP": "k1:9092,k2:9092"}[k]
+		return v, ok
+	}}
+	tr := translate(t, `# Debezium Server
+debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=${KAFKA_BOOTSTRAP}
+debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=${PG_HOST:localhost}
+debezium.source.database.user=postgres
+debezium.source.database.password=${pg.password}
+debezium.source.database.dbname=app
+debezium.source.topic.prefix=app
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox
+pg.password=${PG_PASSWORD}
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.route.topic.replacement=\${routedByValue}.events
+debezium.transforms.outbox.table.fields.additional.placement=part:partition
+debezium.format.value.schemas.enable=false
+debezium.format.header=json
+quarkus.log.level=INFO
+`, env)
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]any{
+		"postgres.url": "postgres://postgres@localhost:5432/app", "kafka.brokers": []string{"k1:9092", "k2:9092"},
+		"routing.key_format": "json+schema", "routing.value_format": "json", "routing.header_format": "json+schema",
+		"routing.topic_replacement": "${routedByValue}.events", "kafka.client_id": nil,
+	} {
+		got, ok := tr.Setting(k)
+		if (v == nil && ok) || (v != nil && !reflect.DeepEqual(got, v)) {
+			t.Errorf("%s = %#v, want %#v", k, got, v)
+		}
+	}
+	y, _ := tr.YAML(true)
+	if !strings.Contains(string(y), "postgres:pw@localhost") {
+		t.Errorf("the password from the environment is not in run's config:\n%s", y)
+	}
+	if sev, ok := noteSeverity(tr, "transforms.outbox.table.fields.additional.placement"); !ok || sev != debezium.Warning {
+		t.Errorf("no warning that Debezium Server ignores the partition; notes:\n%s", notesText(tr))
+	}
+	if !hasNote(tr, "quarkus.log.level") || !hasNote(tr, "pg.password") {
+		t.Errorf("Server's own keys are not noted:\n%s", notesText(tr))
+	}
+
+	bad := translate(t, "debezium.sink.type=pubsub\ndebezium.format.value=avro\ndebezium.source.database.password=${NOPE}\n", env)
+	err := bad.Err()
+	for _, opt := range []string{"debezium.sink.type", "debezium.format.value", "transforms"} {
+		if err == nil || !strings.Contains(err.Error(), opt+":") {
+			t.Errorf("Err() does not name %s: %v", opt, err)
+		}
+	}
+	if sev, ok := noteSeverity(bad, "debezium.source.database.password"); !ok || sev != debezium.Warning {
+		t.Errorf("an unresolved ${NOPE} is not reported; notes:\n%s", notesText(bad))
+	}
+}
+
+// The README's compatibility table is the catalogue's.
+func TestReadmeCompatibilityTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := debezium.CompatibilityTable(); !strings.Contains(string(readme), want) {
+		t.Errorf("README.md's Debezium compatibility table is out of date; replace it with:\n%s", want)
+	}
+}

@@ -1,0 +1,325 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+)
+
+// The table of Debezium's outbox example (debezium-examples, outbox/).
+const outboxEventDDL = `CREATE SCHEMA inventory;
+CREATE TABLE inventory.outboxevent (
+	id            uuid NOT NULL PRIMARY KEY,
+	aggregatetype varchar(255) NOT NULL,
+	aggregateid   varchar(255) NOT NULL,
+	type          varchar(255) NOT NULL,
+	timestamp     timestamp NOT NULL,
+	payload       jsonb
+)`
+
+// exampleConnector is the example's register-postgres.json with the
+// connection filled in, plugin.name pgoutput (the example's image has
+// decoderbufs) and the test's slot; extra options go at the end.
+func exampleConnector(pgURL, slot, extra string) string {
+	u, _ := url.Parse(pgURL)
+	return fmt.Sprintf(`{
+    "name": "outbox-connector",
+    "config": {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": %q,
+    "database.port": %q,
+    "database.user": %q,
+    "database.password": "not-checked",
+    "database.dbname" : %q,
+    "database.sslmode": "disable",
+    "topic.prefix": "dbserver1",
+    "plugin.name": "pgoutput",
+    "slot.name": %q,
+    "schema.include.list": "inventory",
+    "table.include.list" : "inventory.outboxevent",
+    "tombstones.on.delete" : "false",
+    "transforms" : "outbox",
+    "transforms.outbox.type" : "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.route.topic.replacement" : "${routedByValue}.events",
+    "transforms.outbox.table.field.event.timestamp" : "timestamp",
+    "transforms.outbox.table.fields.additional.placement" : "type:header:eventType"%s
+    }
+}`, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, extra)
+}
+
+// runDebeziumBinary starts `outboxrelay run --debezium-config FILE`.
+func runDebeziumBinary(t *testing.T, file, content string, env ...string) *proc {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{out: &syncBuffer{}}
+	p.cmd = exec.Command(binary(t), "run", "--debezium-config", path)
+	p.cmd.Env = append(os.Environ(), append([]string{"OUTBOXRELAY_HTTP_LISTEN=127.0.0.1:0", "OUTBOXRELAY_LOG_FORMAT=text",
+		"OUTBOXRELAY_CDC_STATUS_INTERVAL=200ms"}, env...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("outboxrelay output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+// debeziumSlot creates the slot and publication as Debezium's connector
+// does (pgoutput; publication.autocreate.mode=all_tables).
+func debeziumSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	for _, sql := range []string{"CREATE PUBLICATION dbz_publication FOR ALL TABLES",
+		"SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')"} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+func insertOutboxEvent(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int) string {
+	t.Helper()
+	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
+	_, err := pool.Exec(ctx, `INSERT INTO inventory.outboxevent VALUES ($1, 'Order', $2, 'OrderCreated', '2019-05-03 13:31:34.484', $3)`,
+		id, fmt.Sprint(n%5), fmt.Sprintf(`{"seq": %d}`, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestDebeziumTakeover stands in for a Debezium connector that read part
+// of the stream from its slot: the changes up to a position are consumed
+// through the slot by SQL, which confirms them as Debezium's
+// acknowledgements do. outboxrelay, started with the connector's JSON,
+// must publish exactly the events after that position: none lost, none of
+// the consumed ones again.
+func TestDebeziumTakeover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pgURL := testenv.Postgres(t)
+	pool := connectPool(t, pgURL)
+	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
+		t.Fatal(err)
+	}
+	slot := uniqueName(t)
+	debeziumSlot(ctx, t, pool, slot)
+
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, insertOutboxEvent(ctx, t, pool, i))
+	}
+	var upto string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&upto); err != nil {
+		t.Fatal(err)
+	}
+	for i := 30; i < 45; i++ {
+		ids = append(ids, insertOutboxEvent(ctx, t, pool, i))
+	}
+	// "Debezium" reads the stream up to the 30th commit and acknowledges
+	// it; the 15 commits after upto stay in the slot.
+	// The test server commits asynchronously, and logical decoding reads
+	// only flushed WAL; the WAL writer flushes within wal_writer_delay.
+	for flushed := false; !flushed; time.Sleep(20 * time.Millisecond) {
+		if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, upto).Scan(&flushed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var consumed int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_get_binary_changes($1, $2::pg_lsn, NULL,
+		'proto_version', '1', 'publication_names', 'dbz_publication') WHERE get_byte(data, 0) = 73`, slot, upto).Scan(&consumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if consumed != 30 {
+		t.Fatalf("consumed %d inserts through the slot, want the 30 committed before %s", consumed, upto)
+	}
+	var confirmed string
+	if err := pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("slot %s confirmed at %s after consuming up to %s", slot, confirmed, upto)
+
+	_, brokers := testenv.Kafka(t)
+	p := runDebeziumBinary(t, "register-postgres.json", exampleConnector(pgURL, slot, ""), "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+	testenv.Consume(ctx, t, brokers, []string{"Order.events"}, 15)
+	// Events committed while it runs are relayed too.
+	for i := 45; i < 50; i++ {
+		ids = append(ids, insertOutboxEvent(ctx, t, pool, i))
+	}
+	recs := testenv.Consume(ctx, t, brokers, []string{"Order.events"}, 20)
+	if code := p.signal(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Fatalf("outboxrelay exited with %d", code)
+	}
+	// Nothing more arrives after the stop: exactly 20 records.
+	extra := consumeFor(ctx, t, brokers, "Order.events", 500*time.Millisecond)
+	if len(extra) != 20 {
+		t.Errorf("the topic holds %d records after the stop, want 20", len(extra))
+	}
+
+	var got []string
+	for _, r := range recs {
+		got = append(got, header(r, "id"))
+	}
+	slices.Sort(got)
+	want := slices.Clone(ids[30:])
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("published events %v\nwant exactly the unconsumed %v", got, want)
+	}
+	// The records are Debezium's, with the worker's JsonConverter.
+	r := recs[0]
+	n := 0
+	fmt.Sscanf(header(r, "id")[len(header(r, "id"))-12:], "%d", &n)
+	wantKey := fmt.Sprintf(`{"schema":{"type":"string","optional":false},"payload":"%d"}`, n%5)
+	wantValue := fmt.Sprintf(`{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"seq\": %d}"}`, n)
+	if string(r.Key) != wantKey || string(r.Value) != wantValue || header(r, "eventType") != "OrderCreated" ||
+		r.Timestamp.UnixMilli() != 1556890294484 || r.Partition != javaPartition(r.Key, partitions) {
+		t.Errorf("record %s/%d key %s value %s eventType %q ts %d\nwant key %s value %s eventType OrderCreated ts 1556890294484 partition %d",
+			r.Topic, r.Partition, r.Key, r.Value, header(r, "eventType"), r.Timestamp.UnixMilli(), wantKey, wantValue, javaPartition(r.Key, partitions))
+	}
+}
+
+// consumeFor reads topic from the start for d.
+func consumeFor(ctx context.Context, t *testing.T, brokers []string, topic string, d time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var out []*kgo.Record
+	for ctx.Err() == nil {
+		out = append(out, cl.PollFetches(ctx).Records()...)
+	}
+	return out
+}
+
+// TestDebeziumConverters runs the binary with --debezium-config for each
+// converter setting and compares one record byte for byte with what
+// Kafka Connect writes for Debezium's record.
+func TestDebeziumConverters(t *testing.T) {
+	const id = "00000000-0000-4000-8000-000000000007"
+	for _, tc := range []struct {
+		name, file, extra string
+		server            bool
+		key, value        string
+		idHeader          string
+	}{
+		{name: "JsonConverter schemas.enable=false", file: "c.json",
+			extra: `, "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+			"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false"`,
+			key: `"2"`, value: `"{\"seq\": 7}"`, idHeader: id},
+		{name: "JsonConverter schemas.enable=false, expanded", file: "c.json",
+			extra: `, "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+			"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+			"transforms.outbox.table.expand.json.payload": "true"`,
+			key: `"2"`, value: `{"seq":7}`, idHeader: id},
+		{name: "JsonConverter schemas.enable=true, expanded", file: "c.json",
+			extra: `, "transforms.outbox.table.expand.json.payload": "true"`,
+			key:   `{"schema":{"type":"string","optional":false},"payload":"2"}`,
+			value: `{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"seq"}],"optional":true,"name":"payload"},"payload":{"seq":7}}`, idHeader: id},
+		{name: "StringConverter", file: "c.json",
+			extra: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+			"value.converter": "org.apache.kafka.connect.storage.StringConverter"`,
+			key: `2`, value: `{"seq": 7}`, idHeader: id},
+		{name: "Debezium Server, JSON headers", file: "application.properties", server: true,
+			key:      `{"schema":{"type":"string","optional":false},"payload":"2"}`,
+			value:    `{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"seq\": 7}"}`,
+			idHeader: `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"` + id + `"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pgURL := testenv.Postgres(t)
+			pool := connectPool(t, pgURL)
+			if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
+				t.Fatal(err)
+			}
+			slot := uniqueName(t)
+			debeziumSlot(ctx, t, pool, slot)
+			insertOutboxEvent(ctx, t, pool, 7)
+			_, brokers := testenv.Kafka(t)
+			content := exampleConnector(pgURL, slot, tc.extra)
+			if tc.server {
+				content = serverProperties(pgURL, slot, brokers)
+			}
+			p := runDebeziumBinary(t, tc.file, content, "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+			r := testenv.Consume(ctx, t, brokers, []string{"Order.events"}, 1)[0]
+			if code := p.signal(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+				t.Fatalf("outboxrelay exited with %d", code)
+			}
+			if string(r.Key) != tc.key {
+				t.Errorf("key\n got %s\nwant %s", r.Key, tc.key)
+			}
+			if string(r.Value) != tc.value {
+				t.Errorf("value\n got %s\nwant %s", r.Value, tc.value)
+			}
+			if header(r, "id") != tc.idHeader || header(r, "eventType") == "" {
+				t.Errorf("headers %v, want id %s and eventType", r.Headers, tc.idHeader)
+			}
+			if p := javaPartition(r.Key, partitions); r.Partition != p {
+				t.Errorf("partition %d, the Java producer's is %d", r.Partition, p)
+			}
+			if r.Timestamp.UnixMilli() != 1556890294484 {
+				t.Errorf("timestamp %d, want the timestamp column's 1556890294484", r.Timestamp.UnixMilli())
+			}
+		})
+	}
+}
+
+// serverProperties is a Debezium Server application.properties for the
+// example's table, with the formats left at their defaults (JSON with
+// schemas for key, value and headers).
+func serverProperties(pgURL, slot string, brokers []string) string {
+	u, _ := url.Parse(pgURL)
+	return fmt.Sprintf(`debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=%s
+debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.offset.flush.interval.ms=0
+debezium.source.database.hostname=%s
+debezium.source.database.port=%s
+debezium.source.database.user=%s
+debezium.source.database.dbname=%s
+debezium.source.database.sslmode=disable
+debezium.source.topic.prefix=tutorial
+debezium.source.plugin.name=pgoutput
+debezium.source.slot.name=%s
+debezium.source.table.include.list=inventory.outboxevent
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.route.topic.replacement=\${routedByValue}.events
+debezium.transforms.outbox.table.field.event.timestamp=timestamp
+debezium.transforms.outbox.table.fields.additional.placement=type:header:eventType
+`, strings.Join(brokers, ","), u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot)
+}
