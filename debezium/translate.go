@@ -61,6 +61,11 @@ func (t *Translation) Setting(key string) (any, bool) {
 	return nil, false
 }
 
+func (t *Translation) hasSetting(key string) bool {
+	_, ok := t.Setting(key)
+	return ok
+}
+
 // YAML renders the native configuration. With secrets false the database
 // password is left out of postgres.url (libpq's PGPASSWORD or a
 // ~/.pgpass file supplies it, or OUTBOXRELAY_POSTGRES_URL replaces the

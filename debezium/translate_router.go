@@ -157,8 +157,12 @@ func (tr *translator) routerOptions() {
 	}
 	if v, ok := tr.opt("table.field.event.timestamp"); ok && v != "" {
 		tr.set("routing.timestamp_column", v)
-	} else {
+	} else if !tr.server {
 		tr.note(p+"table.field.event.timestamp", Info, "not set: the record timestamp is the commit time; Debezium's is when it processed the change, which cannot be reproduced")
+	}
+	if tr.server {
+		tr.note("debezium.sink.type", Info, "Debezium Server's Kafka sink leaves the record timestamp to the producer (the send time); outboxrelay writes %s",
+			map[bool]string{true: "the timestamp column's value", false: "the commit time"}[tr.t.hasSetting("routing.timestamp_column")])
 	}
 	if tr.boolOpt("route.tombstone.on.empty.payload", false) {
 		tr.set("routing.tombstone_on_empty_payload", true)
@@ -313,7 +317,9 @@ func (tr *translator) headerConverter() Format {
 	}
 	f := FormatSimple
 	switch class {
-	case "", "org.apache.kafka.connect.storage.SimpleHeaderConverter":
+	case "":
+		tr.note("header.converter", Info, "not set, so the Connect worker's header.converter applies; taken to be SimpleHeaderConverter, Kafka Connect's default. Set routing.header_format if your worker differs")
+	case "org.apache.kafka.connect.storage.SimpleHeaderConverter":
 	case "org.apache.kafka.connect.json.JsonConverter":
 		f = FormatJSONSchema
 		if !schemas {
