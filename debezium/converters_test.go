@@ -1,10 +1,16 @@
 package debezium
 
 import (
+	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/connector"
 )
 
 // Java's Double.toString and Float.toString, as Jackson and
@@ -294,4 +300,47 @@ func equalValue(a, b any) bool {
 		return ok && string(ab) == string(bb)
 	}
 	return a == b
+}
+
+// With no Debezium option set, the router writes outboxrelay's own
+// records: the same as connector.Routing, byte for byte.
+func TestRawRouterIsDefaultRouting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		const chars = "abcXYZ019._-é\"\\ {}"
+		b := make([]rune, rng.IntN(12))
+		for i := range b {
+			b[i] = []rune(chars)[rng.IntN(len([]rune(chars)))]
+		}
+		return string(b)
+	}
+	meta := &tableMeta{schema: "public", table: "outbox", columns: []*column{
+		{name: "id", typName: "uuid", notNull: true}, {name: "aggregatetype", typName: "varchar", notNull: true},
+		{name: "aggregateid", typName: "varchar", notNull: true}, {name: "type", typName: "varchar", notNull: true},
+		{name: "payload", typName: "jsonb"}}}
+	for _, typeHeader := range []string{"", "eventType"} {
+		for _, prefix := range []string{"", "events."} {
+			rt, err := NewRouter(RouterConfig{PostgresURL: "postgres://x@y/z", TopicPrefix: prefix, TypeHeader: typeHeader})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt.load = func(context.Context) (*tableMeta, error) { return meta, nil }
+			def := connector.Routing{TopicPrefix: prefix, TypeHeader: typeHeader}.WithDefaults()
+			for range 500 {
+				e := connector.Event{ID: word(), AggregateType: word(), AggregateID: word(), Type: word(),
+					CommitTime: time.UnixMilli(rng.Int64N(1 << 41)), Origin: "test"}
+				if rng.IntN(4) > 0 {
+					e.Payload = []byte(word())
+				}
+				want, wantErr := def.Route(&e)
+				got, gotErr := rt.Route(&e)
+				if (wantErr == nil) != (gotErr == nil) {
+					t.Fatalf("%+v: default router err %v, Debezium router err %v", e, wantErr, gotErr)
+				}
+				if wantErr == nil && !reflect.DeepEqual(got, want) {
+					t.Fatalf("%+v:\n got %+v\nwant %+v", e, got, want)
+				}
+			}
+		}
+	}
 }
