@@ -69,8 +69,12 @@ func TestSmoke(t *testing.T) {
 	if len(c.RecvlogicalSeconds) != 2 || c.RecvlogicalRate <= 0 || c.RawIngestRate <= 0 {
 		t.Errorf("ceilings incomplete: %+v", c)
 	}
-	if len(rep.Drains) == 0 || rep.Drains[0].Source != "cdc" {
-		t.Fatalf("no CDC drain in the report: %+v", rep.Drains)
+	var drains []string
+	for _, d := range rep.Drains {
+		drains = append(drains, fmt.Sprintf("%s x%d", d.Source, d.Instances))
+	}
+	if got := strings.Join(drains, ", "); got != "cdc x1, poll x1, poll x2" {
+		t.Fatalf("drains %s, want cdc x1, poll x1, poll x2", got)
 	}
 	for _, d := range rep.Drains {
 		if d.Events != 3000 {
@@ -87,15 +91,16 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	if len(rep.Latency) != 1 {
-		t.Fatalf("want latency at one rate, got %+v", rep.Latency)
+	if len(rep.Latency) != 2 || rep.Latency[0].Source != "cdc" || rep.Latency[1].Source != "poll" {
+		t.Fatalf("want latency of cdc and poll at one rate, got %+v", rep.Latency)
 	}
-	l := rep.Latency[0]
-	if l.TargetRate != 400 || l.Events != 400 || l.Rate <= 0 {
-		t.Errorf("latency: %+v", l)
-	}
-	if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
-		t.Errorf("latency percentiles out of order: %+v", l)
+	for _, l := range rep.Latency {
+		if l.TargetRate != 400 || l.Events != 400 || l.Rate <= 0 || l.PeakRSSMiB <= 0 {
+			t.Errorf("latency: %+v", l)
+		}
+		if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+			t.Errorf("%s latency percentiles out of order: %+v", l.Source, l)
+		}
 	}
 
 	// The table is printed from the same report.
@@ -103,7 +108,7 @@ func TestSmoke(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical", "raw ingest", "backlog drain", "commit-to-Kafka latency", "cdc"} {
+	for _, want := range []string{"pg_recvlogical", "raw ingest", "backlog drain", "commit-to-Kafka latency", "cdc", "poll"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,11 +25,22 @@ type run struct {
 	w        *workload
 	rep      *Report
 	endLSN   pglogrepl.LSN // the WAL position after the backlog
+	nextSeq  int           // the next steady-state event's number
 	mu       sync.Mutex
 }
 
 func (r *run) say(format string, args ...any) {
 	fmt.Fprintf(r.progress, "outboxbench: "+format+"\n", args...)
+}
+
+// noteLog records what a relay logged during a phase, if anything: a
+// warning there (a restart after an error, say) explains a figure.
+func (r *run) noteLog(phase string, p *relayProc) {
+	lines, total := p.logged(3)
+	if total == 0 {
+		return
+	}
+	r.note("%s: the relay logged %d warning or error lines, first: %s", phase, total, strings.Join(lines, " | "))
 }
 
 func (r *run) note(format string, args ...any) {
@@ -123,11 +135,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := r.measureDrains(ctx); err != nil {
 		return nil, err
 	}
-	if len(cfg.Rates) > 0 {
-		r.say("latency: starting the relay on a live table ...")
-		err := r.phase("latency", func() error {
-			var err error
-			r.rep.Latency, err = r.latency(ctx)
+	// Steady-state events are numbered after the backlog's.
+	r.nextSeq = cfg.Events
+	for _, k := range []liveKind{cdcLive, pollLive} {
+		if len(cfg.Rates) == 0 {
+			break
+		}
+		r.say("latency: starting the %s relay on a live table ...", k.name)
+		err := r.phase("latency "+k.name, func() error {
+			ls, err := r.latency(ctx, k)
+			r.rep.Latency = append(r.rep.Latency, ls...)
 			return err
 		})
 		if err != nil {
@@ -231,33 +248,12 @@ func (r *run) measureDrains(ctx context.Context) error {
 		return err
 	}
 
-	// Sources that need a copy of the backlog (the poller) are added here.
-	kinds := []drainKind{cdcDrain}
-	for _, k := range kinds {
-		table, err := k.prepare(ctx, r)
-		if err != nil {
-			return err
-		}
-		r.say("drain: %s with %d relay(s) ...", k.name, k.instances)
-		var d Drain
-		err = r.phase("drain "+k.name, func() error {
-			var err error
-			d, err = r.drain(ctx, k, table, r.cfg.ProfileDir != "" && k.name == cdcDrain.name)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		r.say("drain: %s: %.2fs, %.0f events/s, peak RSS %.1f MiB, %.2f CPU s per million events; CPU: relay %.2fs, walsender %.2fs, broker %.2fs",
-			k.name, d.Seconds, d.Rate, d.PeakRSSMiB, d.CPUSecPerMillion, d.CPUSeconds, d.WalsenderCPUSeconds, d.BrokerCPUSeconds)
-		r.rep.Drains = append(r.rep.Drains, d)
-		if k.name == cdcDrain.name {
-			if err := r.db.dropSlot(ctx, cdcSlot); err != nil {
-				return err
-			}
-		}
+	if err := r.runDrain(ctx, cdcDrain); err != nil {
+		return err
 	}
-
+	if err := r.db.dropSlot(ctx, cdcSlot); err != nil {
+		return err
+	}
 	if err := r.phase("pg_recvlogical", func() error { return recv(recvSlots[1]) }); err != nil {
 		return err
 	}
@@ -274,10 +270,40 @@ func (r *run) measureDrains(ctx context.Context) error {
 		return err
 	}
 	r.say("ceiling: raw ingest: %.2fs, %.0f events/s", c.RawIngestSeconds, c.RawIngestRate)
+
+	// The sources that consume their table get copies of the backlog, made
+	// now that no slot decodes the WAL the copies write.
+	for _, k := range []drainKind{pollDrain(1), pollDrain(2)} {
+		if err := r.runDrain(ctx, k); err != nil {
+			return err
+		}
+	}
 	for i := range r.rep.Drains {
 		d := &r.rep.Drains[i]
 		d.RatioRecvlogical = d.Rate / c.RecvlogicalRate
 		d.RatioRawIngest = d.Rate / c.RawIngestRate
 	}
+	return nil
+}
+
+// runDrain prepares the kind's backlog and measures its drain.
+func (r *run) runDrain(ctx context.Context, k drainKind) error {
+	table, err := k.prepare(ctx, r)
+	if err != nil {
+		return err
+	}
+	r.say("drain: %s with %d relay(s) ...", k.name, k.instances)
+	var d Drain
+	err = r.phase(fmt.Sprintf("drain %s x%d", k.name, k.instances), func() error {
+		var err error
+		d, err = r.drain(ctx, k, table, r.cfg.ProfileDir != "" && k.name == cdcDrain.name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.say("drain: %s x%d: %.2fs, %.0f events/s, peak RSS %.1f MiB, %.2f CPU s per million events; CPU: relay %.2fs, walsender %.2fs, broker %.2fs",
+		k.name, k.instances, d.Seconds, d.Rate, d.PeakRSSMiB, d.CPUSecPerMillion, d.CPUSeconds, d.WalsenderCPUSeconds, d.BrokerCPUSeconds)
+	r.rep.Drains = append(r.rep.Drains, d)
 	return nil
 }

@@ -57,6 +57,9 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 	for i := range k.instances {
 		command := r.relay
 		name := fmt.Sprintf("%s-%d", k.name, i)
+		if k.instances > 1 {
+			name = fmt.Sprintf("%s%d-%d", k.name, k.instances, i)
+		}
 		if profile {
 			cpu := filepath.Join(r.cfg.ProfileDir, name+".cpu.pprof")
 			mem := filepath.Join(r.cfg.ProfileDir, name+".allocs.pprof")
@@ -120,10 +123,11 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		d.PeakRSSMiB = max(d.PeakRSSMiB, float64(u.PeakRSSKiB)/1024)
 		cpu += u.CPU
 	}
-	for _, p := range procs {
+	for i, p := range procs {
 		if err := p.stop(time.Minute); err != nil {
 			return d, err
 		}
+		r.noteLog(fmt.Sprintf("%s drain, relay %d", k.name, i), p)
 	}
 	if d.Events != want {
 		r.note("%s drain: the broker holds %d records for %d events (a restart repeated some)", k.name, d.Events, want)

@@ -12,13 +12,42 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const liveTable = "outbox_live"
+// liveKind is a source measured at steady rates, on a table of its own.
+type liveKind struct {
+	name   string
+	table  string
+	create func(ctx context.Context, r *run, table string) error
+	source string // the relay configuration's source part
+	// ready, when set, waits until events committed from now on are sure
+	// to be relayed.
+	ready func(ctx context.Context, r *run, p *relayProc) error
+}
 
-// latency runs the CDC relay against a broker that keeps records, commits
-// events at each rate in turn and measures, for every event, the time from
-// its COMMIT returning to a consumer fetching its record.
-func (r *run) latency(ctx context.Context) ([]Latency, error) {
-	if err := r.db.createOutbox(ctx, liveTable); err != nil {
+// cdcLive makes its own slot and publication, as a user's relay would,
+// capturing from the moment the slot exists.
+var cdcLive = liveKind{
+	name:   "cdc",
+	table:  "outbox_live",
+	create: func(ctx context.Context, r *run, table string) error { return r.db.createOutbox(ctx, table) },
+	source: "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n",
+	ready: func(ctx context.Context, r *run, p *relayProc) error {
+		return r.waitSlotActive(ctx, p, "bench_live")
+	},
+}
+
+// pollLive wakes on the trigger's notifications (LISTEN/NOTIFY).
+var pollLive = liveKind{
+	name:   "poll",
+	table:  "outbox_live_poll",
+	create: func(ctx context.Context, r *run, table string) error { return r.createPollTable(ctx, table) },
+	source: pollSource("outbox_live_poll"),
+}
+
+// latency runs the kind's relay against a broker that keeps records,
+// commits events at each rate in turn and measures, for every event, the
+// time from its COMMIT returning to a consumer fetching its record.
+func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
+	if err := k.create(ctx, r, k.table); err != nil {
 		return nil, err
 	}
 	cluster, err := startBroker(r.cfg.Partitions, false)
@@ -27,18 +56,17 @@ func (r *run) latency(ctx context.Context) ([]Latency, error) {
 	}
 	defer cluster.Close()
 
-	// The relay makes its own slot and publication here, as a user's
-	// would, capturing from the moment it starts.
 	p, err := startRelay(r.relay, relayConfig{
-		url: r.db.url, table: "public." + liveTable, brokers: cluster.ListenAddrs(),
-		source: "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n",
-	}, r.dir, "cdc-live")
+		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source,
+	}, r.dir, k.name+"-live")
 	if err != nil {
 		return nil, err
 	}
 	defer p.kill()
-	if err := r.waitSlotActive(ctx, p, "bench_live"); err != nil {
-		return nil, err
+	if k.ready != nil {
+		if err := k.ready(ctx, r, p); err != nil {
+			return nil, err
+		}
 	}
 
 	arr := &arrivals{epoch: time.Now()}
@@ -63,36 +91,36 @@ func (r *run) latency(ctx context.Context) ([]Latency, error) {
 		<-consumed
 	}()
 
-	writers, err := r.openWriters(ctx, liveTable, r.cfg.Writers)
+	writers, err := r.openWriters(ctx, k.table, r.cfg.Writers)
 	if err != nil {
 		return nil, err
 	}
 	defer closeWriters(writers)
 
-	next := r.cfg.Events // event numbers go on after the backlog's
 	// Warm up: the consumer's and the producer's first metadata and
 	// connections are not part of a steady state.
-	if _, err := r.steady(ctx, p, writers, arr, next, 200, 200, 10); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+	if _, err := r.steady(ctx, k.name, p, writers, arr, r.nextSeq, 200, 200, 10); err != nil {
+		return nil, fmt.Errorf("%s warm-up: %w", k.name, err)
 	}
-	next += 200
+	r.nextSeq += 200
 
 	var out []Latency
 	for _, rate := range r.cfg.Rates {
 		events := max(r.cfg.LatencyTxnRows, int(float64(rate)*r.cfg.RateDuration.Seconds()))
 		events -= events % r.cfg.LatencyTxnRows
-		r.say("latency: %d events/s for %s ...", rate, r.cfg.RateDuration)
-		l, err := r.steady(ctx, p, writers, arr, next, events, rate, r.cfg.LatencyTxnRows)
+		r.say("latency: %s at %d events/s for %s ...", k.name, rate, r.cfg.RateDuration)
+		l, err := r.steady(ctx, k.name, p, writers, arr, r.nextSeq, events, rate, r.cfg.LatencyTxnRows)
 		if err != nil {
-			return out, fmt.Errorf("latency at %d events/s: %w", rate, err)
+			return out, fmt.Errorf("%s latency at %d events/s: %w", k.name, rate, err)
 		}
-		next += events
-		r.say("latency: %d events/s: p50 %.2fms p99 %.2fms max %.2fms (achieved %.0f/s)", rate, l.P50, l.P99, l.Max, l.Rate)
+		r.nextSeq += events
+		r.say("latency: %s at %d events/s: p50 %.2fms p99 %.2fms max %.2fms (achieved %.0f/s)", k.name, rate, l.P50, l.P99, l.Max, l.Rate)
 		out = append(out, l)
 	}
 	if err := p.stop(time.Minute); err != nil {
 		return out, err
 	}
+	r.noteLog(k.name+" latency", p)
 	return out, nil
 }
 
@@ -119,8 +147,8 @@ func (r *run) waitSlotActive(ctx context.Context, p *relayProc, slot string) err
 // steady commits events from, from+1, ..., from+n-1 at rate events per
 // second in transactions of txn rows, spread over the writers, and waits
 // until all have been fetched.
-func (r *run) steady(ctx context.Context, p *relayProc, writers []*txnWriter, arr *arrivals, from, n, rate, txn int) (Latency, error) {
-	l := Latency{Source: "cdc", TargetRate: rate, Events: n, TxnRows: txn}
+func (r *run) steady(ctx context.Context, source string, p *relayProc, writers []*txnWriter, arr *arrivals, from, n, rate, txn int) (Latency, error) {
+	l := Latency{Source: source, TargetRate: rate, Events: n, TxnRows: txn}
 	before, err := p.usage()
 	if err != nil {
 		return l, err

@@ -150,6 +150,21 @@ func (p *relayProc) stop(timeout time.Duration) error {
 	}
 }
 
+// logged returns the relay's log lines (warnings and errors: it runs with
+// log.level=warn), at most max of them and how many there were in all.
+func (p *relayProc) logged(max int) (lines []string, total int) {
+	for line := range strings.Lines(p.out.String()) {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		total++
+		if len(lines) < max {
+			lines = append(lines, line)
+		}
+	}
+	return lines, total
+}
+
 // kill ends the process at once, for error paths.
 func (p *relayProc) kill() {
 	select {
