@@ -494,3 +494,43 @@ func TestPollBinaryTwoInstances(t *testing.T) {
 	}
 	t.Logf("%d records for %d events: %d repeated after SIGKILL", rep.records, len(rows), rep.duplicates)
 }
+
+// TestPollBacklog: the poller reports the rows still to publish, which
+// outboxrelay_unpublished_events exports, and the age of the oldest when
+// the ordering column is a timestamp.
+func TestPollBacklog(t *testing.T) {
+	e := newEnv(t, pollKind)
+	ctx := context.Background()
+	src := pollKind.open(t, e.url, e.table, e.name).(*poller.Source)
+	workload{table: e.table, writers: 1, aggregates: 5, events: 40, txnSize: 4}.write(ctx, t, e.pool)
+	n, oldest, err := src.Backlog(ctx)
+	if err != nil || n != 40 || !oldest.IsZero() {
+		t.Fatalf("Backlog = %d, %v, %v; want 40 waiting and no age for an identity ordering column", n, oldest, err)
+	}
+
+	tsTable := "outbox_ts"
+	createOutbox(t, e.pool, tsTable)
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE outbox_ts ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	tsSrc := openPoller(t, poller.Config{URL: e.url, Table: "public." + tsTable, OrderColumn: "created_at"})
+	before := time.Now()
+	workload{table: tsTable, writers: 1, aggregates: 2, events: 3}.write(ctx, t, e.pool)
+	n, oldest, err = tsSrc.Backlog(ctx)
+	if err != nil || n != 3 || oldest.Before(before.Add(-time.Second)) || oldest.After(time.Now()) {
+		t.Fatalf("Backlog = %d, %v, %v; want 3 waiting, the oldest written after %v", n, oldest, err, before)
+	}
+
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	deadline := time.Now().Add(30 * time.Second)
+	for n > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if n, _, err = src.Backlog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.stop(t)
+	if n != 0 {
+		t.Fatalf("%d rows still waiting after the relay ran", n)
+	}
+}
