@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Config is what a user sets for the CDC source.
@@ -106,24 +106,5 @@ func (c *Config) Validate() error {
 }
 
 // SplitTable splits "schema.table" (or "table", in schema public) into its
-// parts. Names are taken as written, case and all; quote neither part.
-func SplitTable(name string) (schema, table string, err error) {
-	schema, table, ok := strings.Cut(name, ".")
-	if !ok {
-		schema, table = "public", name
-	}
-	if schema == "" || table == "" || strings.Contains(table, ".") || len(schema) > 63 || len(table) > 63 {
-		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 characters)", name)
-	}
-	return schema, table, nil
-}
-
-// redactErr drops the connection string from pgconn's parse errors, which
-// quote it, password and all.
-func redactErr(err error) error {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
-	}
-	return err
-}
+// parts; see [pgsql.SplitTable].
+func SplitTable(name string) (schema, table string, err error) { return pgsql.SplitTable(name) }

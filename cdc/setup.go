@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -144,5 +145,5 @@ func isDuplicate(err error) bool {
 	var pe *pgconn.PgError
 	// duplicate_object for slots and publications; unique_violation when
 	// two sessions race on a catalog's unique index.
-	return errors.As(err, &pe) && (pe.Code == "42710" || pe.Code == "23505")
+	return errors.As(err, &pe) && (pe.Code == pgerrcode.DuplicateObject || pe.Code == pgerrcode.UniqueViolation)
 }

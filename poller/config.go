@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Modes say what becomes of a row once Kafka has it.
@@ -210,39 +211,8 @@ func (c *Config) deadLetterName() (schema, table string, err error) {
 	return schema, table, nil
 }
 
-// checkName accepts what PostgreSQL keeps as an identifier: 1 to 63 bytes
-// without NUL. Names are always quoted, so any other character is fine.
-func checkName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("is empty")
-	case len(name) > 63:
-		return fmt.Errorf("%q is %d bytes long; PostgreSQL names are at most 63", name, len(name))
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%q contains a NUL character", name)
-	}
-	return nil
-}
+func checkName(name string) error { return pgsql.CheckName(name) }
 
-// splitTable splits "schema.table" (or "table", in schema public). Names
-// are taken as written, case and all; quote neither part.
-func splitTable(name string) (schema, table string, err error) {
-	schema, table, ok := strings.Cut(name, ".")
-	if !ok {
-		schema, table = "public", name
-	}
-	if checkName(schema) != nil || checkName(table) != nil || strings.Contains(table, ".") {
-		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 characters)", name)
-	}
-	return schema, table, nil
-}
+func splitTable(name string) (schema, table string, err error) { return pgsql.SplitTable(name) }
 
-// redactErr drops the connection string from pgconn's parse errors, which
-// quote it, password and all.
-func redactErr(err error) error {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
-	}
-	return err
-}
+func redactErr(err error) error { return pgsql.Redact(err) }

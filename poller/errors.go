@@ -2,12 +2,11 @@ package poller
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // SQLSTATEs after which reconnecting cannot help until someone changes the
@@ -24,19 +23,7 @@ var permanentStates = map[string]string{
 
 // classify marks errors that no reconnect can fix as permanent, with a hint
 // for the SQLSTATE.
-func classify(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	err = redactErr(err)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		if hint, ok := permanentStates[pe.Code]; ok {
-			return connector.Permanent(fmt.Errorf("%s: %w (%s)", what, err, hint))
-		}
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+func classify(what string, err error) error { return pgsql.Classify(what, err, permanentStates) }
 
 // isLockTimeout reports a lock_timeout: another session holds a row lock.
 func isLockTimeout(err error) bool {

@@ -97,7 +97,20 @@ const EnvPrefix = "OUTBOXRELAY"
 // Load reads the file at path (none when path is empty), applies the
 // environment, sets defaults and validates.
 func Load(path string, environ []string) (*Config, error) {
+	return load(nil, path, environ, true)
+}
+
+// load builds a configuration from layers, each over the one before: base
+// (a translated Debezium configuration, or nil), the file at path (none
+// when empty), the environment, secret files, then the defaults. validate
+// says whether to validate the result.
+func load(base []byte, path string, environ []string, validate bool) (*Config, error) {
 	var c Config
+	if base != nil {
+		if err := Parse(base, &c); err != nil {
+			return nil, fmt.Errorf("translated Debezium config: %w", err)
+		}
+	}
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -114,8 +127,10 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, err
 	}
 	c.setDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
+	if validate {
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	return &c, nil
 }

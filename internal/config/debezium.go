@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/outboxrelay/outboxrelay/debezium"
 )
@@ -86,28 +85,5 @@ func (c *Config) validateDebezium() error {
 // translated from a Debezium file, then the file at path (if any) on top
 // of it, then the environment, defaults and validation.
 func LoadTranslated(translated []byte, path string, environ []string) (*Config, error) {
-	var c Config
-	if err := Parse(translated, &c); err != nil {
-		return nil, fmt.Errorf("translated Debezium config: %w", err)
-	}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("read config: %w", err)
-		}
-		if err := Parse(data, &c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
-		}
-	}
-	if err := applyEnv(&c, environ); err != nil {
-		return nil, err
-	}
-	if err := c.readSecretFiles(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return load(translated, path, environ, true)
 }

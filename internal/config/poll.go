@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/poller"
@@ -56,22 +54,5 @@ func (c *Config) validatePoll() error {
 // environment and sets defaults, like Load, but does not validate: for
 // commands that use only part of the configuration, such as poll-ddl.
 func Read(path string, environ []string) (*Config, error) {
-	var c Config
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("read config: %w", err)
-		}
-		if err := Parse(data, &c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
-		}
-	}
-	if err := applyEnv(&c, environ); err != nil {
-		return nil, err
-	}
-	if err := c.readSecretFiles(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
-	return &c, nil
+	return load(nil, path, environ, false)
 }
