@@ -44,7 +44,8 @@ type Sink interface {
 	// calls for messages of one topic and key come in Publish order. A
 	// non-nil error means m was not sent and done will not be called;
 	// it is an [*EventError] when m can never be published (too large for
-	// the broker, say).
+	// the broker, say). Publish reads m only during the call (its slices
+	// it may keep): the runner reuses one Message for every event.
 	Publish(ctx context.Context, m *Message, done func(error)) error
 	// Flush waits until done has been called for every message published
 	// so far, or ctx is done.

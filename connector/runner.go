@@ -86,6 +86,11 @@ type Runner struct {
 	// again after the restart they are published alone, to learn whether
 	// the failure was theirs, and go to the dead letter topic if it was.
 	poisoned map[string]error
+
+	// msg is the message being published, one for every event: a Message
+	// per event escaped to the heap (Publish takes a pointer), and Publish
+	// does not keep it.
+	msg Message
 }
 
 // maxPoisoned bounds the poisoned set; past it, an event is only detected
@@ -222,29 +227,27 @@ loop:
 // publish routes and publishes every event of b.
 func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
 	p := t.add(b.Done)
+	m := &r.msg
 	for i := range b.Events {
 		e := &b.Events[i]
-		m, err := Message{}, e.Invalid
+		var err error
+		*m, err = Message{}, e.Invalid
 		if err == nil {
-			m, err = r.router.Route(e)
+			*m, err = r.router.Route(e)
 		}
 		if err == nil {
 			if _, suspect := r.poisoned[e.ID]; suspect {
 				delete(r.poisoned, e.ID)
-				err = r.sendAlone(ctx, &m)
+				err = r.sendAlone(ctx, m)
 				if err == nil {
 					continue
 				}
 			} else {
-				err = r.send(ctx, t, p, &m)
+				err = r.send(ctx, t, p, m)
 			}
 		}
-		var ee *EventError
-		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" {
-			dl := r.deadLetter(e, &m, ee)
-			r.log.Error("event cannot be published; sending it to the dead letter topic",
-				"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", ee.Err)
-			err = r.send(ctx, t, p, dl)
+		if err != nil {
+			err = r.deadLetterOrFail(ctx, t, p, e, m, err)
 		}
 		if err != nil {
 			t.published(p, err)
@@ -253,6 +256,21 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
 	}
 	t.published(p, nil)
 	return nil
+}
+
+// deadLetterOrFail sends e to the dead letter topic when err says it can
+// never be published and there is one; otherwise it returns err. (Apart
+// from publish so that the error's target, which escapes to the heap,
+// costs an allocation only when there is an error.)
+func (r *Runner) deadLetterOrFail(ctx context.Context, t *tracker, p *pending, e *Event, m *Message, err error) error {
+	var ee *EventError
+	if !errors.As(err, &ee) || r.cfg.DeadLetterTopic == "" {
+		return err
+	}
+	dl := r.deadLetter(e, m, ee)
+	r.log.Error("event cannot be published; sending it to the dead letter topic",
+		"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", ee.Err)
+	return r.send(ctx, t, p, dl)
 }
 
 // sendAlone publishes a message that failed for good in an earlier run and
@@ -276,7 +294,7 @@ func (r *Runner) sendAlone(ctx context.Context, m *Message) error {
 
 func (r *Runner) send(ctx context.Context, t *tracker, p *pending, m *Message) error {
 	t.sent(p)
-	if err := r.sink.Publish(ctx, m, func(err error) { t.acked(p, err) }); err != nil {
+	if err := r.sink.Publish(ctx, m, p.ack); err != nil {
 		t.acked(p, nil) // not sent: take back the count without failing p twice
 		return err
 	}

@@ -24,6 +24,10 @@ type pending struct {
 	remaining int
 	err       error
 	done      func(error)
+	// ack records the outcome of one message of this batch: the sink's
+	// done callback for each of them, made once per batch rather than
+	// once per message.
+	ack func(error)
 }
 
 func newTracker() *tracker {
@@ -33,6 +37,7 @@ func newTracker() *tracker {
 // add registers a batch the runner has received and is about to publish.
 func (t *tracker) add(done func(error)) *pending {
 	p := &pending{remaining: 1, done: done}
+	p.ack = func(err error) { t.acked(p, err) }
 	t.mu.Lock()
 	t.queue = append(t.queue, p)
 	t.mu.Unlock()
