@@ -32,7 +32,7 @@ func BenchmarkPublish(b *testing.B) {
 	s.p = instantProducer{}
 	m := &connector.Message{
 		Topic: "outbox.event.order", Key: []byte("order-4711"), Value: []byte(strings.Repeat("x", 500)),
-		Headers: []connector.Header{{Key: "id", Value: []byte("00000001-0000-4000-8000-000000000001")}},
+		Headers:   []connector.Header{{Key: "id", Value: []byte("00000001-0000-4000-8000-000000000001")}},
 		Timestamp: time.Now(), EventID: "00000001-0000-4000-8000-000000000001",
 	}
 	ctx := context.Background()
