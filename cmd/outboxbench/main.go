@@ -50,11 +50,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Aggregates, "aggregates", 10000, "aggregates the events belong to")
 	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions per topic")
 	fs.IntVar(&cfg.Writers, "writers", 4, "connections committing events")
+	sources := fs.String("sources", "cdc,poll", "sources to measure, comma-separated: cdc, poll")
 	rates := fs.String("rates", "1000,5000,20000", "steady-state rates in events/s, comma-separated; empty skips the latency phase")
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's relay to this directory")
+	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,6 +76,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg.Rates = append(cfg.Rates, n)
 	}
 
+	for f := range strings.SplitSeq(*sources, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			cfg.Sources = append(cfg.Sources, f)
+		}
+	}
 	rep, err := bench.Run(ctx, cfg, stderr)
 	if err != nil {
 		return err

@@ -96,8 +96,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if r.self, err = os.Executable(); err != nil {
 		return nil, err
 	}
-	if cfg.ProfileDir != "" {
-		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+	for _, d := range []string{cfg.ProfileDir, cfg.RelayLogDir} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -138,8 +141,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	// Steady-state events are numbered after the backlog's.
 	r.nextSeq = cfg.Events
 	for _, k := range []liveKind{cdcLive, pollLive} {
-		if len(cfg.Rates) == 0 {
-			break
+		if len(cfg.Rates) == 0 || !cfg.measures(k.name) {
+			continue
 		}
 		r.say("latency: starting the %s relay on a live table ...", k.name)
 		err := r.phase("latency "+k.name, func() error {
@@ -248,8 +251,10 @@ func (r *run) measureDrains(ctx context.Context) error {
 		return err
 	}
 
-	if err := r.runDrain(ctx, cdcDrain); err != nil {
-		return err
+	if r.cfg.measures("cdc") {
+		if err := r.runDrain(ctx, cdcDrain); err != nil {
+			return err
+		}
 	}
 	if err := r.db.dropSlot(ctx, cdcSlot); err != nil {
 		return err
@@ -274,6 +279,9 @@ func (r *run) measureDrains(ctx context.Context) error {
 	// The sources that consume their table get copies of the backlog, made
 	// now that no slot decodes the WAL the copies write.
 	for _, k := range []drainKind{pollDrain(1), pollDrain(2)} {
+		if !r.cfg.measures(k.name) {
+			continue
+		}
 		if err := r.runDrain(ctx, k); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type Config struct {
 	// Writers is how many connections commit the backlog and the
 	// steady-state load. Default 4.
 	Writers int
+	// Sources are the sources measured: "cdc", "poll" or both. Default
+	// both. The ceilings are measured whatever they are.
+	Sources []string
 	// Rates are the steady-state commit rates, events per second; none
 	// skips the latency phase. Default 1000, 5000, 20000.
 	Rates []int
@@ -38,6 +42,9 @@ type Config struct {
 	// allocation profiling (in this program re-executed as the relay, which
 	// runs the same code as outboxrelay run) and writes the profiles there.
 	ProfileDir string
+	// RelayLogDir, when set, keeps each relay process's output there as
+	// <phase>.log (with GODEBUG=gctrace=1 in the environment, say).
+	RelayLogDir string
 	// Seed picks the workload; the same seed gives the same events.
 	// Default 1.
 	Seed uint64
@@ -61,6 +68,9 @@ func (c *Config) SetDefaults() {
 	def(&c.LatencyTxnRows, 10)
 	if c.Rates == nil {
 		c.Rates = DefaultRates
+	}
+	if len(c.Sources) == 0 {
+		c.Sources = []string{"cdc", "poll"}
 	}
 	if c.RateDuration == 0 {
 		c.RateDuration = 10 * time.Second
@@ -90,6 +100,11 @@ func (c *Config) Validate() error {
 	for _, r := range c.Rates {
 		positive("rates", r)
 	}
+	for _, src := range c.Sources {
+		if src != "cdc" && src != "poll" {
+			errs = append(errs, fmt.Errorf("sources: %q is not cdc or poll", src))
+		}
+	}
 	if c.RateDuration <= 0 {
 		errs = append(errs, fmt.Errorf("rate-duration: %s must be positive", c.RateDuration))
 	}
@@ -98,3 +113,5 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+func (c *Config) measures(source string) bool { return slices.Contains(c.Sources, source) }

@@ -68,7 +68,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		}
 		p, err := startRelay(command, relayConfig{
 			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i),
-		}, r.dir, name)
+		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err
 		}

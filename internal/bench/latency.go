@@ -58,7 +58,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 
 	p, err := startRelay(r.relay, relayConfig{
 		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source,
-	}, r.dir, k.name+"-live")
+	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
 		return nil, err
 	}

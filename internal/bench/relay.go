@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,14 +44,16 @@ func (c relayConfig) yaml() string {
 type relayProc struct {
 	cmd     *exec.Cmd
 	out     *syncBuffer
+	log     *os.File // a copy of out, when asked for
 	started time.Time
 	done    chan struct{} // closed once the process has exited
 	err     error         // cmd.Wait's result, once done is closed
 }
 
 // startRelay runs command (the binary and its subcommand, `outboxrelay
-// run`) with --config FILE, cfg written to FILE in dir.
-func startRelay(command []string, cfg relayConfig, dir, name string) (*relayProc, error) {
+// run`) with --config FILE, cfg written to FILE in dir. With logDir set, its
+// output is also kept in logDir/name.log.
+func startRelay(command []string, cfg relayConfig, dir, logDir, name string) (*relayProc, error) {
 	path := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg.yaml()), 0o600); err != nil {
 		return nil, err
@@ -58,14 +61,29 @@ func startRelay(command []string, cfg relayConfig, dir, name string) (*relayProc
 	p := &relayProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(command[0], append(command[1:len(command):len(command)], "--config", path)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if logDir != "" {
+		f, err := os.Create(filepath.Join(logDir, name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		p.log = f
+		w := io.MultiWriter(p.out, f)
+		p.cmd.Stdout, p.cmd.Stderr = w, w
+	}
 	// The relay dies with the benchmark, whatever happens to it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
+		if p.log != nil {
+			p.log.Close()
+		}
 		return nil, fmt.Errorf("start the relay %s: %w", command[0], err)
 	}
 	go func() {
-		p.err = p.cmd.Wait()
+		p.err = p.cmd.Wait() // returns once the output is copied
+		if p.log != nil {
+			p.log.Close()
+		}
 		close(p.done)
 	}()
 	return p, nil
