@@ -18,7 +18,11 @@ type Config struct {
 	// Java producer.
 	Compression string `yaml:"compression"`
 	// MaxBufferedRecords bounds the records published and not yet
-	// acknowledged; a full buffer makes Publish wait. Default 10000.
+	// acknowledged; a full buffer makes Publish wait. Default 4096: the
+	// relay's heap is mostly these records and the produce request that
+	// carries them, and the GC lets the heap grow to twice what is live.
+	// Draining 1M 500-byte events, 10000 peaked at 68-69 MiB RSS and
+	// 185-198k events/s, 4096 at 54 MiB and 165k events/s (outboxbench).
 	MaxBufferedRecords int `yaml:"max_buffered_records"`
 	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
 	// Default 32 MiB.
@@ -43,7 +47,7 @@ func (c *Config) SetDefaults() {
 		c.Compression = "none"
 	}
 	if c.MaxBufferedRecords == 0 {
-		c.MaxBufferedRecords = 10000
+		c.MaxBufferedRecords = 4096
 	}
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = 32 << 20
