@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 const topicPrefix = "outbox.event."
@@ -30,11 +31,20 @@ func topics() []string {
 // acknowledged. The latency phase needs to read records back, and keeps
 // them.
 func startBroker(partitions int, blackhole bool) (*kfake.Cluster, error) {
+	// kfake asks every client to push all its metrics (KIP-714) every 30s,
+	// which a stock Kafka broker does only with a client-metrics plugin
+	// installed: the pushes cost the relay a 4 MiB lz4 block and the
+	// broker's CPU. Without the telemetry APIs the broker is like a stock
+	// one: clients push nothing.
+	versions := kversion.Tip()
+	versions.SetMaxKeyVersion(71, -1) // GetTelemetrySubscriptions
+	versions.SetMaxKeyVersion(72, -1) // PushTelemetry
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(partitions),
 		kfake.AllowAutoTopicCreation(),
 		kfake.SeedTopics(int32(partitions), topics()...),
+		kfake.MaxVersions(versions),
 	}
 	if blackhole {
 		opts = append(opts, kfake.BlackholeProduce())
