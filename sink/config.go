@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,6 +28,15 @@ type Config struct {
 	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
 	// Default 32 MiB.
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
+	// Linger is how long a partition's batch waits for more records before
+	// it is sent. Default 0: at once. Records that arrive while a request is
+	// in flight (one at a time per broker, for the idempotent producer)
+	// are batched all the same, so a backlog still goes in large requests;
+	// a linger only delays sparse events. franz-go's own default, 10ms,
+	// put 10ms into every event's latency at 1k-5k events/s
+	// (p50 10.7/6.8 ms against 0.7/0.5 ms), for about a third less relay
+	// CPU per event at those rates (outboxbench).
+	Linger time.Duration `yaml:"linger"`
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.
 	MaxRecordBytes int `yaml:"max_record_bytes"`
@@ -70,6 +80,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBufferedRecords < 0 {
 		errs = append(errs, fmt.Errorf("kafka.max_buffered_records: %d is negative", c.MaxBufferedRecords))
+	}
+	if c.Linger < 0 {
+		errs = append(errs, fmt.Errorf("kafka.linger: %s is negative", c.Linger))
 	}
 	if c.MaxBufferedBytes < 0 {
 		errs = append(errs, fmt.Errorf("kafka.max_buffered_bytes: %d is negative", c.MaxBufferedBytes))

@@ -74,6 +74,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.ProducerLinger(cfg.Linger),
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		// Without this, a sequence error makes kgo reset the producer id and
 		// go on, which can reorder an aggregate's events; failing instead

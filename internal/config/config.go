@@ -58,13 +58,14 @@ type CDC struct {
 
 // Kafka is the producer.
 type Kafka struct {
-	Brokers            []string `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
-	ClientID           string   `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
-	Compression        string   `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
-	MaxBufferedRecords int      `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"4096"`
-	MaxBufferedBytes   int      `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
-	MaxRecordBytes     int      `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
-	DeadLetterTopic    string   `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
+	Brokers            []string      `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
+	ClientID           string        `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
+	Compression        string        `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
+	MaxBufferedRecords int           `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"4096"`
+	MaxBufferedBytes   int           `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
+	Linger             time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
+	MaxRecordBytes     int           `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	DeadLetterTopic    string        `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
 	// TLS, SASL and AllowPlaintextSASL secure the connection (security.go).
 	TLS                KafkaTLS  `yaml:"tls"`
 	SASL               KafkaSASL `yaml:"sasl"`
@@ -235,6 +236,7 @@ func (c *Config) SinkConfig() sink.Config {
 		Compression:        c.Kafka.Compression,
 		MaxBufferedRecords: c.Kafka.MaxBufferedRecords,
 		MaxBufferedBytes:   c.Kafka.MaxBufferedBytes,
+		Linger:             c.Kafka.Linger,
 		MaxRecordBytes:     c.Kafka.MaxRecordBytes,
 		TLS:                c.Kafka.TLS.sink(),
 		SASL:               c.Kafka.SASL.sink(),
