@@ -310,8 +310,8 @@ func (r *run) runDrain(ctx context.Context, k drainKind) error {
 	if err != nil {
 		return err
 	}
-	r.say("drain: %s x%d: %.2fs, %.0f events/s, peak RSS %.1f MiB, %.2f CPU s per million events; CPU: relay %.2fs, walsender %.2fs, broker %.2fs",
-		k.name, k.instances, d.Seconds, d.Rate, d.PeakRSSMiB, d.CPUSecPerMillion, d.CPUSeconds, d.WalsenderCPUSeconds, d.BrokerCPUSeconds)
+	r.say("drain: %s x%d: %.2fs, %.0f events/s, peak RSS %.1f MiB, %.2f CPU s per million events; CPU: relay %.2fs, postgres %.2fs (walsender %.2fs), broker %.2fs",
+		k.name, k.instances, d.Seconds, d.Rate, d.PeakRSSMiB, d.CPUSecPerMillion, d.CPUSeconds, d.PostgresCPUSeconds, d.WalsenderCPUSeconds, d.BrokerCPUSeconds)
 	r.rep.Drains = append(r.rep.Drains, d)
 	return nil
 }

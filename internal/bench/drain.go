@@ -48,6 +48,10 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		ws = &walsenderWatch{db: r.db, slot: k.slot}
 	}
 	selfBefore := selfCPU()
+	pgBefore, err := r.db.serverCPU(ctx)
+	if err != nil {
+		return d, err
+	}
 	var procs []*relayProc
 	defer func() {
 		for _, p := range procs {
@@ -110,6 +114,11 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 	}
 
 	d.BrokerCPUSeconds = (selfCPU() - selfBefore).Seconds()
+	pgCPU, err := r.db.serverCPUSince(ctx, pgBefore)
+	if err != nil {
+		return d, err
+	}
+	d.PostgresCPUSeconds = pgCPU.Seconds()
 	if ws != nil {
 		ws.poll(ctx)
 		d.WalsenderCPUSeconds = ws.cpu.Seconds()

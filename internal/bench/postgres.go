@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -179,4 +183,64 @@ func (db *database) checkPayloads(ctx context.Context, table string, w *workload
 		}
 	}
 	return nil
+}
+
+// serverCPU is the CPU time of every process of the server (the
+// postmaster's children: backends, walsenders, background workers), by
+// pid.
+func (db *database) serverCPU(ctx context.Context) (map[int]time.Duration, error) {
+	var backend int
+	if err := db.conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return nil, err
+	}
+	postmaster, err := parentPID(backend)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]time.Duration{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, err := parentPID(pid); err != nil || ppid != postmaster {
+			continue
+		}
+		if u, err := procUsage(pid); err == nil {
+			out[pid] = u.CPU
+		}
+	}
+	return out, nil
+}
+
+// serverCPUSince is the server's CPU time since before was read, counting
+// the processes that are still there (a backend that exited in between
+// takes its time with it).
+func (db *database) serverCPUSince(ctx context.Context, before map[int]time.Duration) (time.Duration, error) {
+	now, err := db.serverCPU(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for pid, cpu := range now {
+		total += cpu - before[pid]
+	}
+	return total, nil
+}
+
+func parentPID(pid int) (int, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return strconv.Atoi(f[1])
 }
