@@ -154,6 +154,7 @@ func (r *run) steady(ctx context.Context, source string, p *relayProc, writers [
 		return l, err
 	}
 	done := arr.expect(from, n)
+	cpu := readCPUTimes()
 
 	txns := n / txn
 	commits := make([]time.Duration, txns)
@@ -201,6 +202,7 @@ func (r *run) steady(ctx context.Context, source string, p *relayProc, writers [
 		return float64(lat[min(i, len(lat)-1)]) / float64(time.Millisecond)
 	}
 	l.P50, l.P90, l.P99, l.Max = ms(0.50), ms(0.90), ms(0.99), ms(1)
+	l.MachineBusy = busySince(cpu)
 	l.Rate = float64(n) / committed.Seconds()
 	l.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
 	l.CPUSecPerMil = (after.CPU - before.CPU).Seconds() / float64(n) * 1e6

@@ -62,3 +62,42 @@ func loadAverage() []float64 {
 	}
 	return out
 }
+
+// cpuTimes is the machine's busy and total CPU time so far, in clock ticks,
+// from the first line of /proc/stat.
+type cpuTimes struct{ busy, total uint64 }
+
+func readCPUTimes() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		t.total += v
+		// user nice system idle iowait irq softirq steal ...: idle and
+		// iowait are not busy; guest time is already in user.
+		if i != 3 && i != 4 && i < 8 {
+			t.busy += v
+		}
+		if i >= 7 {
+			break
+		}
+	}
+	return t
+}
+
+// busySince is the share of all cores' time that was busy since before.
+func busySince(before cpuTimes) float64 {
+	now := readCPUTimes()
+	if now.total <= before.total {
+		return 0
+	}
+	return float64(now.busy-before.busy) / float64(now.total-before.total)
+}

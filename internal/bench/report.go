@@ -111,6 +111,10 @@ type Latency struct {
 	Max          float64 `json:"max_ms"`
 	PeakRSSMiB   float64 `json:"peak_rss_mib"`
 	CPUSecPerMil float64 `json:"cpu_seconds_per_million_events"`
+	// MachineBusy is the share of the machine's cores that were busy while
+	// the rate was held: writers, PostgreSQL, relay, broker and consumer
+	// share them.
+	MachineBusy float64 `json:"machine_busy"`
 }
 
 // PhaseTiming says how long each part of the run took.
@@ -173,10 +177,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(&b, "\ncommit-to-Kafka latency (COMMIT returned -> record fetched)\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "source\ttarget/s\tachieved/s\tevents\tp50 ms\tp90 ms\tp99 ms\tmax ms\tpeak RSS MiB\tCPU s/M events\t\n")
+		fmt.Fprintf(tw, "source\ttarget/s\tachieved/s\tevents\tp50 ms\tp90 ms\tp99 ms\tmax ms\tpeak RSS MiB\tCPU s/M events\tmachine busy\t\n")
 		for _, l := range r.Latency {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t\n",
-				l.Source, l.TargetRate, l.Rate, l.Events, l.P50, l.P90, l.P99, l.Max, l.PeakRSSMiB, l.CPUSecPerMil)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.0f%%\t\n",
+				l.Source, l.TargetRate, l.Rate, l.Events, l.P50, l.P90, l.P99, l.Max, l.PeakRSSMiB, l.CPUSecPerMil, 100*l.MachineBusy)
 		}
 		tw.Flush()
 	}
