@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
-	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's relay to this directory")
+	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's and the latency phase's relays to this directory")
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	if err := fs.Parse(args); err != nil {

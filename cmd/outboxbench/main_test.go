@@ -84,10 +84,12 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s drain: inconsistent figures %+v", d.Source, d)
 		}
 	}
-	cpu, mem := filepath.Join(profiles, "cdc-0.cpu.pprof"), filepath.Join(profiles, "cdc-0.allocs.pprof")
-	for _, p := range []string{cpu, mem} {
-		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
-			t.Errorf("profile %s missing or empty: %v", p, err)
+	for _, name := range []string{"cdc-0", "cdc-live", "poll-live"} {
+		for _, kind := range []string{".cpu.pprof", ".allocs.pprof"} {
+			p := filepath.Join(profiles, name+kind)
+			if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+				t.Errorf("profile %s missing or empty: %v", p, err)
+			}
 		}
 	}
 

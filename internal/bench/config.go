@@ -38,9 +38,10 @@ type Config struct {
 	// RelayBin is the outboxrelay binary to measure. Default: built from
 	// this module with `go build` into a temporary directory.
 	RelayBin string
-	// ProfileDir, when set, runs the CDC drain's relay with CPU and
-	// allocation profiling (in this program re-executed as the relay, which
-	// runs the same code as outboxrelay run) and writes the profiles there.
+	// ProfileDir, when set, runs the CDC drain's relay and the latency
+	// phase's relays with CPU and allocation profiling (this program
+	// re-executed as the relay, which runs the same code as outboxrelay
+	// run) and writes the profiles there.
 	ProfileDir string
 	// RelayLogDir, when set, keeps each relay process's output there as
 	// <phase>.log (with GODEBUG=gctrace=1 in the environment, say).

@@ -65,10 +65,8 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 			name = fmt.Sprintf("%s%d-%d", k.name, k.instances, i)
 		}
 		if profile {
-			cpu := filepath.Join(r.cfg.ProfileDir, name+".cpu.pprof")
-			mem := filepath.Join(r.cfg.ProfileDir, name+".allocs.pprof")
-			command = []string{r.self, "relay", "-cpuprofile", cpu, "-memprofile", mem}
-			d.Profiles = cpu + " " + mem
+			command = r.profiledRelay(name)
+			d.Profiles = filepath.Join(r.cfg.ProfileDir, name+".{cpu,allocs}.pprof")
 		}
 		p, err := startRelay(command, relayConfig{
 			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i),
@@ -146,4 +144,13 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 	d.CPUSeconds = cpu.Seconds()
 	d.CPUSecPerMillion = d.CPUSeconds / float64(want) * 1e6
 	return d, nil
+}
+
+// profiledRelay is the command of a relay that writes CPU and allocation
+// profiles of its whole run to the profile directory as name.cpu.pprof and
+// name.allocs.pprof: this program re-executed as `outboxbench relay`.
+func (r *run) profiledRelay(name string) []string {
+	return []string{r.self, "relay",
+		"-cpuprofile", filepath.Join(r.cfg.ProfileDir, name+".cpu.pprof"),
+		"-memprofile", filepath.Join(r.cfg.ProfileDir, name+".allocs.pprof")}
 }

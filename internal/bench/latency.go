@@ -56,7 +56,11 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 	}
 	defer cluster.Close()
 
-	p, err := startRelay(r.relay, relayConfig{
+	command := r.relay
+	if r.cfg.ProfileDir != "" {
+		command = r.profiledRelay(k.name + "-live")
+	}
+	p, err := startRelay(command, relayConfig{
 		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
