@@ -112,10 +112,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			return nil, err
 		}
 		r.relay = []string{bin, "run"}
-		r.rep.Relay = "outboxrelay built from this tree (go build), run as a child process with default settings and log.level=warn"
+		r.rep.Relay = "outboxrelay built from this tree (go build), run as a child process with default settings, log.level=warn and http.listen 127.0.0.1:0 (a free port)"
 	} else {
 		r.relay = []string{cfg.RelayBin, "run"}
-		r.rep.Relay = cfg.RelayBin + ", run as a child process with default settings and log.level=warn"
+		r.rep.Relay = cfg.RelayBin + ", run as a child process with default settings, log.level=warn and http.listen 127.0.0.1:0 (a free port)"
 	}
 	r.rep.Kafka = fmt.Sprintf("kfake %s in this process, 1 broker, %d partitions per topic, no client-metrics subscriptions (KIP-714, as a stock broker); the drains and the raw ingest use a fresh cluster each that acknowledges without storing records (BlackholeProduce), the latency phase one that stores them",
 		r.rep.Machine.Kfake, cfg.Partitions)
