@@ -215,6 +215,15 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok && claiming {
 		cfg.RuntimeParams["lock_timeout"] = "10s"
 	}
+	// The claim's statements are prepared once per connection. A generic
+	// plan chosen while the table was small (a sequential scan for the
+	// mark by ctid) then stays until autovacuum analyzes the table, and a
+	// table in delete mode may stay small enough never to lose it: batches
+	// took seconds each (docs/performance.md). A plan per execution costs
+	// microseconds and follows the table.
+	if _, ok := cfg.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, classify("connect to PostgreSQL", err)
