@@ -50,12 +50,27 @@ type proc struct {
 // file's content.
 func runBinary(t testing.TB, config string, env ...string) *proc {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "outboxrelay.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+	return startBinary(t, []string{"run", "--config", writeTemp(t, "outboxrelay.yaml", config)}, env...)
+}
+
+// writeTemp writes content to a file of that name in a fresh temporary
+// directory and returns its path.
+func writeTemp(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// startBinary starts the outboxrelay binary with args and the test's
+// environment plus env. It dies with the test binary, is killed at the
+// test's end if still running, and its output is logged if the test failed.
+func startBinary(t testing.TB, args []string, env ...string) *proc {
+	t.Helper()
 	p := &proc{out: &syncBuffer{}}
-	p.cmd = exec.Command(binary(t), "run", "--config", path)
+	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

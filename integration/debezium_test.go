@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -64,29 +61,8 @@ func exampleConnector(pgURL, slot, extra string) string {
 // runDebeziumBinary starts `outboxrelay run --debezium-config FILE`.
 func runDebeziumBinary(t *testing.T, file, content string, env ...string) *proc {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), file)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{out: &syncBuffer{}}
-	p.cmd = exec.Command(binary(t), "run", "--debezium-config", path)
-	p.cmd.Env = append(os.Environ(), append([]string{"OUTBOXRELAY_HTTP_LISTEN=127.0.0.1:0", "OUTBOXRELAY_LOG_FORMAT=text",
-		"OUTBOXRELAY_CDC_STATUS_INTERVAL=200ms"}, env...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("outboxrelay output:\n%s", p.out.String())
-		}
-	})
-	return p
+	return startBinary(t, []string{"run", "--debezium-config", writeTemp(t, file, content)},
+		append([]string{"OUTBOXRELAY_HTTP_LISTEN=127.0.0.1:0", "OUTBOXRELAY_LOG_FORMAT=text", "OUTBOXRELAY_CDC_STATUS_INTERVAL=200ms"}, env...)...)
 }
 
 // debeziumSlot creates the slot and publication as Debezium's connector
