@@ -167,35 +167,15 @@ type stream struct {
 
 func (st *stream) run(ctx context.Context) error {
 	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
-	// Receiving waits at most until the next status update is due, or
-	// until ctx ends. Both are read deadlines on the connection itself, set
-	// only when they move: given a context, pgconn sets up and tears down a
-	// watch of it around every message (a context and a timer besides when
-	// it has a deadline), which cost 13% of the relay's CPU in a drain. A
-	// deadline that passes is a timeout that leaves the connection usable,
-	// as pgconn's own context handling relies on.
-	nc := st.conn.Conn()
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
-	defer stop()
-	var deadline time.Time
 	for {
 		if !time.Now().Before(st.nextStatus) {
 			if err := st.sendStatus(ctx); err != nil {
 				return err
 			}
 		}
-		if !deadline.Equal(st.nextStatus) {
-			deadline = st.nextStatus
-			if err := nc.SetReadDeadline(deadline); err != nil {
-				return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
-			}
-		}
-		// Checked after setting the deadline: a cancellation from here on
-		// runs the AfterFunc, whose deadline then comes last.
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		msg, err := st.conn.ReceiveMessage(context.Background())
+		recvCtx, cancel := context.WithDeadline(ctx, st.nextStatus)
+		msg, err := st.conn.ReceiveMessage(recvCtx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
