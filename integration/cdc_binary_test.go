@@ -28,19 +28,9 @@ func TestCDCBinaryKilledMidStream(t *testing.T) {
 	p := runBinary(t, cfg)
 	waitSlotActive(ctx, t, pool, name)
 
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		workload{table: "outbox", writers: 4, aggregates: 100, events: 20000, txnSize: 2}.write(ctx, t, pool)
-	}()
+	written := acceptance.writeInBackground(ctx, t, pool)
 	c := newCollector(t, brokers, "outbox.event.order")
-	deadline := time.Now().Add(time.Minute)
-	for len(c.recs) < 3000 && time.Now().Before(deadline) {
-		c.poll(ctx)
-	}
-	if len(c.recs) < 3000 {
-		t.Fatalf("only %d records within a minute", len(c.recs))
-	}
+	c.readAtLeast(ctx, t, 3000, time.Minute)
 	p.signal(t, syscall.SIGKILL, 10*time.Second)
 
 	p = runBinary(t, cfg)

@@ -117,6 +117,21 @@ func (w workload) write(ctx context.Context, t testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
+// acceptance is the issues' acceptance workload: 20,000 events from 4
+// concurrent writers over 100 aggregates.
+var acceptance = workload{table: "outbox", writers: 4, aggregates: 100, events: 20000, txnSize: 2}
+
+// writeInBackground runs the workload while the caller goes on; the channel
+// closes when every event is committed.
+func (w workload) writeInBackground(ctx context.Context, t testing.TB, pool *pgxpool.Pool) <-chan struct{} {
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		w.write(ctx, t, pool)
+	}()
+	return written
+}
+
 const pad = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // row is an outbox row as the database has it.
@@ -190,6 +205,19 @@ func (c *collector) poll(ctx context.Context) {
 	c.cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 		c.add(r)
 	})
+}
+
+// readAtLeast reads until n records have arrived, failing the test if they
+// do not within timeout.
+func (c *collector) readAtLeast(ctx context.Context, t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(c.recs) < n && time.Now().Before(deadline) {
+		c.poll(ctx)
+	}
+	if len(c.recs) < n {
+		t.Fatalf("only %d of %d records within %s", len(c.recs), n, timeout)
+	}
 }
 
 // waitFor reads until every id in want has been seen, or fails the test

@@ -459,19 +459,9 @@ func TestPollBinaryTwoInstances(t *testing.T) {
 	cfg := yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 500\n")
 	p1, p2 := runBinary(t, cfg), runBinary(t, cfg)
 
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		workload{table: "outbox", writers: 4, aggregates: 100, events: 20000, txnSize: 2}.write(ctx, t, pool)
-	}()
+	written := acceptance.writeInBackground(ctx, t, pool)
 	c := newCollector(t, brokers, "outbox.event.order")
-	deadline := time.Now().Add(time.Minute)
-	for len(c.recs) < 3000 && time.Now().Before(deadline) {
-		c.poll(ctx)
-	}
-	if len(c.recs) < 3000 {
-		t.Fatalf("only %d records within a minute", len(c.recs))
-	}
+	c.readAtLeast(ctx, t, 3000, time.Minute)
 	p1.signal(t, syscall.SIGKILL, 10*time.Second)
 	p1 = runBinary(t, cfg)
 

@@ -94,11 +94,6 @@ func (l *limits) batch(topic string) int32 {
 	return int32(min(max(v+1, 512), 1<<30))
 }
 
-// BrokerRecordLimit reads message.max.bytes from a broker of cl's cluster.
-func BrokerRecordLimit(ctx context.Context, cl *kgo.Client) (int, error) {
-	return brokerLimit(ctx, kadm.NewClient(cl))
-}
-
 func brokerLimit(ctx context.Context, adm *kadm.Client) (int, error) {
 	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {
