@@ -214,6 +214,10 @@ func testOversized(t *testing.T, kind sourceKind) {
 // it does for a whole batch when a topic's limit shrinks. The records in it
 // are suspects, not culprits: each is published alone on the next run, and
 // none of these ordinary events may end up on the dead letter topic.
+// MESSAGE_TOO_LARGE is not retriable, so order is not promised here, for
+// the reason testBrokerErrors gives: the partition's later batches can land
+// ahead of the refused one, whose events come again after them. (This test
+// asserted order until a loaded run showed "event 25 follows event 0".)
 func testBatchRefused(t *testing.T, kind sourceKind) {
 	e := newEnv(t, kind)
 	ctx := context.Background()
@@ -233,6 +237,7 @@ func testBatchRefused(t *testing.T, kind sourceKind) {
 			t.Errorf("event %s went to the dead letter topic (%s) though it is publishable", header(rec, "id"), header(rec, connector.HeaderError))
 		}
 	}
+	c.orderKnownBroken = true
 	c.check(t, rows, partitions)
 }
 
