@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,12 +239,52 @@ func (c *collector) waitFor(t testing.TB, want map[string]row, timeout time.Dura
 		}
 		fs := c.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("after %s, %d of %d events have not reached Kafka", timeout, missing, len(want))
+			t.Fatalf("after %s, %d of %d events have not reached Kafka (%d records read); missing, by aggregate: %s",
+				timeout, missing, len(want), len(c.recs), c.missing(want))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			c.add(r)
 		})
 	}
+}
+
+// missing says which events of want have not been read, as ranges of each
+// aggregate's sequence numbers, so that a failure tells a stall (the tail
+// of every aggregate missing) from a gap (a stretch in the middle).
+func (c *collector) missing(want map[string]row) string {
+	seqs := map[string][]int{}
+	for id, r := range want {
+		if c.ids[id] == 0 {
+			var p struct {
+				Seq int `json:"seq"`
+			}
+			_ = json.Unmarshal([]byte(r.payload), &p)
+			seqs[r.aggID] = append(seqs[r.aggID], p.Seq)
+		}
+	}
+	var b strings.Builder
+	for i, agg := range slices.Sorted(maps.Keys(seqs)) {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more aggregates", len(seqs)-i)
+			break
+		}
+		s := seqs[agg]
+		slices.Sort(s)
+		fmt.Fprintf(&b, " %s:", agg)
+		for j := 0; j < len(s); {
+			k := j
+			for k+1 < len(s) && s[k+1] == s[k]+1 {
+				k++
+			}
+			if k == j {
+				fmt.Fprintf(&b, " %d", s[j])
+			} else {
+				fmt.Fprintf(&b, " %d-%d", s[j], s[k])
+			}
+			j = k + 1
+		}
+	}
+	return b.String()
 }
 
 // settle reads for a short while more, to catch duplicates or strays that
