@@ -126,10 +126,15 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 
 	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start}
 	err = st.run(ctx)
-	// A last status update, so the slot holds what Kafka has as of now.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if serr := st.sendStatus(finalCtx); serr != nil && err == nil && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		if ferr := st.finish(finalCtx); ferr != nil {
+			s.log.Warn("could not confirm the last position to the slot; the next start publishes the events after it again",
+				"slot", s.cfg.Slot, "confirmed_lsn", pglogrepl.LSN(st.reported), "acknowledged_lsn", s.ConfirmedLSN(), "err", ferr)
+		}
+	} else if serr := st.sendStatus(finalCtx); serr != nil && err == nil {
+		// A last status update, so the slot holds what Kafka has.
 		err = serr
 	}
 	if ctx.Err() != nil {
@@ -372,6 +377,43 @@ func (st *stream) emit(ctx context.Context, done func(error)) error {
 			st.timer.Stop()
 			return ctx.Err()
 		}
+	}
+}
+
+// finish ends a session that is stopping: a last status update, so that the
+// slot holds what Kafka has, then the end of the stream (CopyDone), waiting
+// for the server's own CopyDone. Closing the socket right after the update
+// is not enough: while the server is still sending, a close with unread
+// data resets the connection, and a walsender whose next send fails on the
+// reset exits without reading the update that waits in its receive buffer.
+// The slot then stays behind what Kafka acknowledged and the next start
+// repeats those events (GracefulRestartMidStream saw hundreds). The server
+// reads our messages in order, so its CopyDone means it applied the update.
+func (st *stream) finish(ctx context.Context) error {
+	if err := st.sendStatus(ctx); err != nil {
+		return err
+	}
+	// Whatever read deadline the receive loop left is replaced by ctx's.
+	if err := st.conn.Conn().SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("end the stream from slot %q: %w", st.src.cfg.Slot, err)
+	}
+	st.conn.Frontend().Send(&pgproto3.CopyDone{})
+	if err := st.conn.Frontend().Flush(); err != nil {
+		return fmt.Errorf("end the stream from slot %q: %w", st.src.cfg.Slot, err)
+	}
+	for {
+		msg, err := st.conn.ReceiveMessage(ctx)
+		if err != nil {
+			return fmt.Errorf("end the stream from slot %q: %w", st.src.cfg.Slot, err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyDone, *pgproto3.CommandComplete, *pgproto3.ReadyForQuery:
+			return nil
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("end the stream from slot %q: %w", st.src.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		}
+		// Changes the server sent before it read our CopyDone are dropped:
+		// they come again from the confirmed position.
 	}
 }
 

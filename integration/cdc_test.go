@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +239,74 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	r.stop(t)
 	c.settle(200 * time.Millisecond)
 	c.check(t, rows, partitions)
+}
+
+// TestCDCGracefulStopConfirmsWhileServerSends stops the relay while the
+// server is still streaming a backlog to it, with the walsender slow to
+// read (stopped with SIGSTOP, as a loaded machine delays it): the slot must
+// still end at exactly the position Kafka acknowledged. Closing the socket
+// right after the last status update left it behind: the close, with data
+// unread, resets the connection, and the walsender, whose next send fails on
+// the reset, exits without reading the update. The next start then repeated
+// the events in between (GracefulRestartMidStream saw hundreds under load).
+func TestCDCGracefulStopConfirmsWhileServerSends(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	for _, sql := range []string{
+		`CREATE PUBLICATION ` + pgx.Identifier{e.name}.Sanitize() + ` FOR TABLE outbox WITH (publish = 'insert')`,
+		`SELECT pg_create_logical_replication_slot('` + e.name + `', 'pgoutput')`,
+	} {
+		if _, err := e.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// A backlog the relay cannot read in the moment before it is stopped.
+	workload{table: e.table, writers: 2, aggregates: 20, events: 20000, txnSize: 20}.write(ctx, t, e.pool)
+	src := openCDC(t, cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name})
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.readAtLeast(ctx, t, 1000, time.Minute)
+
+	var pid int
+	if err := e.pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active`, e.name).Scan(&pid); err != nil {
+		t.Fatalf("find the walsender: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Skipf("cannot stop the walsender (pid %d) to delay it: %v", pid, err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("resume the walsender: %v", err)
+			}
+		}
+	}
+	defer resume()
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); r.stop(t) }()
+	// The stop drains Kafka and sends its last status update while the
+	// walsender sleeps. Resume it once the relay has closed the connection,
+	// or after a moment if the relay waits for the server's answer.
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+	}
+	resume()
+	<-stopped
+
+	want := src.ConfirmedLSN()
+	if want == 0 {
+		t.Fatal("the relay acknowledged nothing before it stopped; the test exercised nothing")
+	}
+	var got pglogrepl.LSN
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got = slotConfirmed(ctx, t, e.pool, e.name); got == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != want {
+		t.Fatalf("after a graceful stop the slot is at %s, but Kafka acknowledged everything up to %s: the last status update was lost, and a restart repeats the events in between", got, want)
+	}
 }
