@@ -1,20 +1,24 @@
 package config
 
 import (
+	"bytes"
 	"os"
-	"strings"
 	"testing"
 )
 
-// TestReadmeReference keeps the README's configuration table the one the
-// code generates.
-func TestReadmeReference(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestConfigurationPage keeps the table of docs/configuration.md the one
+// the code generates (and `outboxrelay config-reference` prints).
+func TestConfigurationPage(t *testing.T) {
+	const path = "../../docs/configuration.md"
+	page, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("read README: %v", err)
+		t.Fatalf("read the configuration page: %v", err)
 	}
-	want := Reference()
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md's configuration table is out of date; replace it with the output of `go run ./cmd/outboxrelay config-reference`:\n%s", want)
+	want, err := ReferencePage(page)
+	if err != nil {
+		t.Fatalf("docs/configuration.md: %v; put that line back above the table, then run `go generate ./internal/config`", err)
+	}
+	if !bytes.Equal(page, want) {
+		t.Errorf("docs/configuration.md's table is out of date or was edited by hand; regenerate it with `go generate ./internal/config`. The table should read:\n%s", Reference())
 	}
 }
