@@ -15,6 +15,6 @@
 // ByteArrayConverter and SimpleHeaderConverter write them. It types each
 // column as Debezium's connector does, from the outbox table's catalog,
 // since the schemas JsonConverter writes depend on it. [Options] lists
-// every option that matters to a migration with its status; the README's
-// compatibility table is made from it.
+// every option that matters to a migration with its status; the compatibility
+// table of docs/debezium.md is made from it.
 package debezium

@@ -85,7 +85,7 @@ const (
 	ScopeServer    Scope = "Debezium Server"
 )
 
-// Options is the compatibility catalogue; the README's table is made from
+// Options is the compatibility catalogue; docs/debezium.md's table is made from
 // it and a test keeps the two in step.
 var Options = []Option{
 	// The router.
@@ -179,7 +179,7 @@ var Options = []Option{
 	{Name: "${NAME} and ${NAME:default}", Scope: ScopeServer, Status: WithNote, Text: "expanded from the file and the environment; an expression that resolves nowhere stays as written"},
 }
 
-// CompatibilityTable is the README's table of Debezium options.
+// CompatibilityTable is the table of Debezium options in docs/debezium.md.
 func CompatibilityTable() string {
 	var b strings.Builder
 	b.WriteString("| option | Debezium default | status | in outboxrelay |\n|---|---|---|---|\n")

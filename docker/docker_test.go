@@ -202,7 +202,7 @@ func TestImagesAgree(t *testing.T) {
 		t.Errorf("image user: %q, want the non-root 65532", u)
 	}
 	if c := instruction(df, "CMD"); !strings.Contains(c, `"/etc/outboxrelay/config.yaml"`) {
-		t.Errorf("CMD %q does not read the config where compose and the README mount it", c)
+		t.Errorf("CMD %q does not read the config where compose and the docs mount it", c)
 	}
 }
 

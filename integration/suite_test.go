@@ -130,7 +130,7 @@ func testGracefulRestart(t *testing.T, kind sourceKind) {
 // is lost and every record is routed right, but order is not promised (yet):
 // franz-go fails only the refused batch and sends the partition's later
 // batches under a new epoch, so they can reach Kafka ahead of the refused
-// events, which are then published again after them (README, Guarantees).
+// events, which are then published again after them (docs/guarantees.md).
 func testBrokerErrors(t *testing.T, kind sourceKind) {
 	e := newEnv(t, kind)
 	ctx := context.Background()

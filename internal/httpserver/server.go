@@ -17,7 +17,7 @@ import (
 
 const (
 	// checkTimeout bounds every check of one probe request. Kubernetes
-	// probes time out after 1s by default; the README suggests 5s.
+	// probes time out after 1s by default; docs/operations.md suggests 5s.
 	checkTimeout = 4 * time.Second
 	// shutdownTimeout bounds the wait for requests in progress at stop.
 	shutdownTimeout = 5 * time.Second

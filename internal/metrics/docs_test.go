@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestReadmeListsMetrics keeps the README's metrics table and the metrics
-// the relay registers the same set.
-func TestReadmeListsMetrics(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsListMetrics keeps the metrics table of docs/operations.md and
+// the metrics the relay registers the same set.
+func TestDocsListMetrics(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +47,12 @@ func TestReadmeListsMetrics(t *testing.T) {
 
 	for _, n := range slices.Sorted(maps.Keys(registered)) {
 		if !documented[n] {
-			t.Errorf("metric %s is not in the README's metrics table", n)
+			t.Errorf("metric %s is not in the metrics table of docs/operations.md", n)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(documented)) {
 		if !registered[n] && !strings.HasPrefix(n, "outboxrelay_kafka_") {
-			t.Errorf("the README lists %s, which the relay does not export", n)
+			t.Errorf("docs/operations.md lists %s, which the relay does not export", n)
 		}
 	}
 }
