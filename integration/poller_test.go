@@ -391,15 +391,22 @@ func TestPollRefusesMismatchedBuckets(t *testing.T) {
 	e := newEnv(t, pollKind)
 	startPollers(t, e, 1, poller.Config{Buckets: 64})
 	ctx := context.Background()
+	// Of two instances that start together, the later to take its member
+	// lock is the one that refuses; wait for the first instance's lock, not
+	// just its connections (waiting for those let this test's instance lock
+	// first, run on, and hang the suite).
 	deadline := time.Now().Add(30 * time.Second)
-	for countRows(t, e.pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'outboxrelay poll'`) < 2 {
+	for countRows(t, e.pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND objid = 64 AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) < 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("the first poller did not connect")
+			t.Fatal("the first poller did not take its member lock (poll.buckets 64)")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	src := openPoller(t, poller.Config{URL: e.url, Table: "public.outbox", Buckets: 32})
-	err := src.Run(ctx, make(chan connector.Batch))
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := src.Run(runCtx, make(chan connector.Batch))
 	if !connector.IsPermanent(err) || !strings.Contains(err.Error(), "poll.buckets 64") {
 		t.Fatalf("Run = %v; want a permanent error naming the other instance's poll.buckets", err)
 	}
