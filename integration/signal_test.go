@@ -155,9 +155,23 @@ func waitInFlight(t *testing.T, ep *endpoint) {
 
 // unconfirmedInserts counts the inserts the slot would send again: those
 // after its confirmed_flush_lsn. It peeks, so it confirms nothing. The
-// tests name the publication after the slot.
+// tests name the publication after the slot. A slot can be peeked only
+// while no walsender holds it, and the server ends the relay's walsender a
+// moment after the relay has exited, so it waits for that first.
 func unconfirmedInserts(t *testing.T, pool *pgxpool.Pool, slot string) int {
 	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var active bool
+		if err := pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
+			t.Fatalf("look up slot %s: %v", slot, err)
+		}
+		if !active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s is still held by a walsender 30s after the relay exited", slot)
+		}
+	}
 	var n int
 	err := pool.QueryRow(context.Background(), `
 		SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
