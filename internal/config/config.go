@@ -107,6 +107,9 @@ func Load(path string, environ []string) (*Config, error) {
 // says whether to validate the result.
 func load(base []byte, path string, environ []string, validate bool) (*Config, error) {
 	var c Config
+	// Every problem found is reported at once, so a user fixes a file in
+	// one round rather than one error per start.
+	var errs []error
 	if base != nil {
 		if err := Parse(base, &c); err != nil {
 			return nil, fmt.Errorf("translated Debezium config: %w", err)
@@ -118,20 +121,23 @@ func load(base []byte, path string, environ []string, validate bool) (*Config, e
 			return nil, fmt.Errorf("read config: %w", err)
 		}
 		if err := Parse(data, &c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			// An unknown key or a value of the wrong type leaves the rest
+			// of the file decoded, so the checks below can still find the
+			// other problems; a syntax error leaves nothing to check.
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				return nil, fmt.Errorf("config %s: %w", path, err)
+			}
+			errs = append(errs, fmt.Errorf("config %s: %w", path, err))
 		}
 	}
-	if err := applyEnv(&c, environ); err != nil {
-		return nil, err
-	}
-	if err := c.readSecretFiles(); err != nil {
-		return nil, err
-	}
+	errs = append(errs, applyEnv(&c, environ), c.readSecretFiles())
 	c.setDefaults()
 	if validate {
-		if err := c.Validate(); err != nil {
-			return nil, err
-		}
+		errs = append(errs, c.Validate())
+	}
+	if err := joinDistinct(errs...); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
@@ -162,23 +168,27 @@ func (c *Config) setDefaults() {
 	c.HTTP.setDefaults()
 }
 
-// Validate reports every problem at once, checking each part with the
-// validation of the package that uses it.
+// Validate reports every problem of every section at once, checking each
+// part with the validation of the package that uses it.
+//
+// A source's own section is checked only when that source is chosen: a CDC
+// relay does not use what poll: holds. When source itself is wrong, which
+// section was meant cannot be known, so both are checked; otherwise fixing
+// the source would only reveal the next problem at the next start.
 func (c *Config) Validate() error {
 	var errs []error
-	switch c.Source {
-	case "cdc":
+	checkCDC, checkPoll := c.Source == "cdc", c.Source == "poll"
+	if !checkCDC && !checkPoll {
+		errs = append(errs, fmt.Errorf("source: %q is not cdc or poll", c.Source))
+		checkCDC, checkPoll = true, true
+	}
+	if checkCDC {
 		cc := c.CDCConfig()
 		cc.SetDefaults()
-		if err := cc.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	case "poll":
-		if err := c.validatePoll(); err != nil {
-			errs = append(errs, err)
-		}
-	default:
-		errs = append(errs, fmt.Errorf("source: %q is not cdc or poll", c.Source))
+		errs = append(errs, cc.Validate())
+	}
+	if checkPoll {
+		errs = append(errs, c.validatePoll())
 	}
 	sc := c.SinkConfig()
 	sc.SetDefaults()
@@ -209,7 +219,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not json or text", c.Log.Format))
 	}
-	return errors.Join(errs...)
+	// Both sources check postgres.url and the outbox table and columns;
+	// when both sections are checked, each such problem is said once.
+	return joinDistinct(errs...)
 }
 
 // CDCConfig is the CDC source's part of c.
