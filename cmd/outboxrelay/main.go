@@ -32,7 +32,7 @@ Usage:
   outboxrelay check --config FILE  check PostgreSQL and Kafka for the configuration; exits non-zero on a failure
   outboxrelay config-dump --config FILE
                                    print the effective configuration, secrets hidden
-  outboxrelay version              print the version
+  outboxrelay version              print the version, the commit it was built from and the Go version
   outboxrelay config-reference     print the configuration keys as a Markdown table
 
 Every configuration key can also be set in the environment, e.g.
@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "config-dump":
 		return configDump(rest, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "outboxrelay", app.Version)
+		fmt.Fprint(stdout, app.Build())
 		return nil
 	case "config-reference":
 		fmt.Fprint(stdout, config.Reference())

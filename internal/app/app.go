@@ -9,12 +9,21 @@ import (
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/debezium"
+	"github.com/outboxrelay/outboxrelay/internal/buildinfo"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
-// Version is set at build time with -ldflags "-X ...app.Version=...".
-var Version = "dev"
+// Version is the release, set at link time with
+// -ldflags "-X github.com/outboxrelay/outboxrelay/internal/app.Version=v1.2.3"
+// (docker/Dockerfile does). Left empty, the version recorded in the binary's
+// build info is used (see Build).
+var Version string
+
+// Build describes this binary: Version, else what the toolchain recorded.
+// `outboxrelay version`, the start-up log line and outboxrelay_build_info
+// all use it, so they name the same version.
+func Build() buildinfo.Info { return buildinfo.Read(Version) }
 
 // Run relays until ctx is cancelled (a graceful stop, nil) or an error that
 // restarting cannot fix.
@@ -57,7 +66,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("outboxrelay starting", "component", "app", "version", Version, "source", cfg.Source, "table", cfg.Outbox.Table,
+	build := Build()
+	log.Info("outboxrelay starting", "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", cfg.Outbox.Table,
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
 	stopHTTP, err := obs.serve(ctx, snk)
 	if err != nil {

@@ -33,7 +33,7 @@ type observer struct {
 
 func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.WithBuildInfo(Version))
+	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version))
 	if err != nil {
 		return nil, err
 	}
