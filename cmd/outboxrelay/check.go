@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,15 +17,25 @@ import (
 // failure; the report itself has said what failed.
 var errCheckFailed = errors.New("check failed: see the FAIL lines and their fixes above")
 
+var checkUsage = commandUsage{
+	text: `Usage: outboxrelay check --config FILE [--json] [--timeout D]
+
+Connects to PostgreSQL and Kafka as the relay would, changes nothing, and
+prints a line for each thing the configuration needs (the connection, the
+role's privileges, the table, publication, slot, brokers, topics), with the
+fix under each problem. Exits 1 when any line fails.
+`,
+	docs: "docs/operations.md",
+}
+
 // checkCmd connects with the configuration and prints what is and is not
 // set up, with the fix for each problem.
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("outboxrelay check", checkUsage)
 	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on each connection attempt")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*path, os.Environ())
@@ -50,12 +59,21 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+var configDumpUsage = commandUsage{
+	text: `Usage: outboxrelay config-dump --config FILE
+
+Prints the effective configuration (the file, the environment over it, the
+defaults) as YAML, with secrets hidden; a configuration with problems is
+refused, every problem listed.
+`,
+	docs: "docs/operations.md; docs/configuration.md (every key)",
+}
+
 // configDump prints the effective configuration, secrets hidden.
 func configDump(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("config-dump", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("outboxrelay config-dump", configDumpUsage)
 	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*path, os.Environ())

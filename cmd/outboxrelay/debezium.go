@@ -13,30 +13,79 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
-const debeziumUsage = `Usage:
-  outboxrelay debezium translate FILE
-  outboxrelay debezium compatibility    print the compatibility table of Debezium's options (Markdown)
+var debeziumUsage = commandUsage{
+	text: `Usage: outboxrelay debezium translate FILE
+       outboxrelay debezium compatibility
+
+translate prints a Debezium PostgreSQL connector configuration as
+outboxrelay's YAML, with a note for every option that is not simply mapped.
+compatibility prints which of Debezium's options outboxrelay honours, and
+how, as a Markdown table.
+`,
+	docs: "docs/debezium.md",
+}
+
+var translateUsage = commandUsage{
+	text: `Usage: outboxrelay debezium translate FILE
 
 FILE is a Debezium PostgreSQL connector configuration: a Kafka Connect
 connector JSON ({"name": ..., "config": {...}} or the config object alone),
 a connector .properties file, or a Debezium Server application.properties.
-translate prints the equivalent outboxrelay configuration (YAML) with a note
-for every option that is not simply mapped, and exits non-zero when an
-option cannot be honoured. The database password is left out; run
---debezium-config FILE uses the file as it is.
-`
+Prints the equivalent outboxrelay configuration (YAML) with a note for every
+option that is not simply mapped, and exits 1 when an option cannot be
+honoured. The database password is left out; run --debezium-config FILE
+uses the file as it is.
+`,
+	docs: "docs/debezium.md",
+}
+
+var compatibilityUsage = commandUsage{
+	text: `Usage: outboxrelay debezium compatibility
+
+Prints the compatibility table of Debezium's options (Markdown): for each,
+its default, whether outboxrelay honours it, and the key that does.
+`,
+	docs: "docs/debezium.md",
+}
 
 // debeziumCmd is `outboxrelay debezium ...`.
 func debeziumCmd(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 1 && args[0] == "compatibility" {
-		_, err := io.WriteString(stdout, debezium.CompatibilityTable())
+	fs := newFlagSet("outboxrelay debezium", debeziumUsage)
+	if err := parseFlags(fs, args, -1, stdout, stderr); err != nil {
 		return err
 	}
-	if len(args) != 2 || args[0] != "translate" {
-		fmt.Fprint(stderr, debeziumUsage)
-		return errors.New("usage: outboxrelay debezium translate FILE")
+	if fs.NArg() == 0 {
+		printUsage(fs, stderr)
+		return usageError{errors.New("outboxrelay debezium: no command given; want translate or compatibility")}
 	}
-	t, err := translateFile(args[1], os.Environ())
+	switch sub, rest := fs.Arg(0), fs.Args()[1:]; sub {
+	case "translate":
+		return translateCmd(rest, stdout, stderr)
+	case "compatibility":
+		fs := newFlagSet("outboxrelay debezium compatibility", compatibilityUsage)
+		if err := parseFlags(fs, rest, 0, stdout, stderr); err != nil {
+			return err
+		}
+		_, err := io.WriteString(stdout, debezium.CompatibilityTable())
+		return err
+	default:
+		printUsage(fs, stderr)
+		return usageError{fmt.Errorf("outboxrelay debezium: unknown command %q; want translate or compatibility", sub)}
+	}
+}
+
+// translateCmd is `outboxrelay debezium translate FILE`.
+func translateCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("outboxrelay debezium translate", translateUsage)
+	if err := parseFlags(fs, args, 1, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		printUsage(fs, stderr)
+		return usageError{errors.New("outboxrelay debezium translate: FILE is missing")}
+	}
+	path := fs.Arg(0)
+	t, err := translateFile(path, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -48,7 +97,7 @@ func debeziumCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := t.Err(); err != nil {
-		return fmt.Errorf("%s cannot run as it is:\n%w", args[1], err)
+		return fmt.Errorf("%s cannot run as it is:\n%w", path, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,29 +22,28 @@ import (
 // not given; the environment keeps an admin password off the command line.
 const envAdminURL = "OUTBOXRELAY_INIT_ADMIN_URL"
 
+var initUsage = commandUsage{
+	text: `Usage: outboxrelay init --config FILE [--role NAME] [--apply [--admin-url URL]]
+
+Prints the SQL that sets up the database for the configuration: the outbox
+table, the publication and replication slot (source: cdc) or the poller's
+columns, index, dead-letter table and notify trigger (source: poll), and a
+least-privilege role for the relay. Every statement can be run again.
+`,
+	docs: "docs/operations.md",
+}
+
 // initCmd prints the SQL that sets up the database for the configuration,
 // and with --apply runs it.
 func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("outboxrelay init", initUsage)
 	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
 	role := fs.String("role", "", "the relay's role (default: the user of postgres.url)")
 	apply := fs.Bool("apply", false, "run the SQL (as --admin-url), not just print it")
 	adminURL := fs.String("admin-url", "", "connection string of a superuser for --apply (default: $"+envAdminURL+", else postgres.url); its database is replaced by postgres.url's")
 	noPassword := fs.Bool("no-password", false, "leave the role's password alone (default: set it to the password in postgres.url, if any)")
 	noSlot := fs.Bool("no-slot", false, "do not create the replication slot (the relay creates it at first start)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: outboxrelay init --config FILE [--role NAME] [--apply [--admin-url URL]]
-
-Prints the SQL that sets up the database for the configuration: the outbox
-table, the publication and replication slot (source: cdc) or the poller's
-columns, index, dead-letter table and notify trigger (source: poll), and a
-least-privilege role for the relay. Every statement can be run again.
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := config.Read(*path, os.Environ())

@@ -10,46 +10,79 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/outboxrelay/outboxrelay/internal/app"
-	"github.com/outboxrelay/outboxrelay/internal/config"
-	"github.com/outboxrelay/outboxrelay/internal/demo"
 )
 
 const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
 
 Usage:
-  outboxrelay run --config FILE    relay until SIGTERM or SIGINT
-  outboxrelay run --debezium-config FILE
-                                   relay with a Debezium connector's configuration, as it is
-  outboxrelay debezium translate FILE
-                                   print a Debezium configuration as outboxrelay's YAML, with notes
-  outboxrelay demo                 run it end to end on a throwaway PostgreSQL and in-process broker
-  outboxrelay poll-ddl             print the SQL that readies the outbox table for source: poll
-                                   (for the table and poll keys of --config FILE, if given)
-  outboxrelay init --config FILE   print the SQL that sets up the database (table, publication, slot, role);
-                                   --apply runs it (see outboxrelay init -h)
-  outboxrelay check --config FILE  check PostgreSQL and Kafka for the configuration; exits non-zero on a failure
-  outboxrelay config-dump --config FILE
-                                   print the effective configuration, secrets hidden
-  outboxrelay version              print the version, the commit it was built from and the Go version
-  outboxrelay config-reference     print the configuration keys as a Markdown table
+  outboxrelay COMMAND [flags]
+  outboxrelay COMMAND -h           the usage of one command and the page of docs/ that explains it
+
+Commands:
+  run --config FILE                relay until SIGTERM or SIGINT
+  run --debezium-config FILE       relay with a Debezium connector's configuration, as it is
+  debezium translate FILE          print a Debezium configuration as outboxrelay's YAML, with notes
+  debezium compatibility           print which of Debezium's options are honoured (Markdown)
+  demo                             run it end to end on a throwaway PostgreSQL and in-process broker
+  poll-ddl [--config FILE]         print the SQL that readies the outbox table for source: poll
+  init --config FILE               print the SQL that sets up the database (table, publication, slot,
+                                   role); --apply runs it
+  check --config FILE              check PostgreSQL and Kafka for the configuration; exits 1 on a failure
+  config-dump --config FILE        print the effective configuration, secrets hidden
+  config-reference                 print the configuration keys as a Markdown table
+  version                          print the version, the commit it was built from and the Go version
 
 Every configuration key can also be set in the environment, e.g.
 OUTBOXRELAY_POSTGRES_URL and OUTBOXRELAY_KAFKA_BROKERS (comma-separated).
+
+Exit status: 0 on success (and for -h), 1 when the work failed, 2 for an unknown
+command or flag.
+
+Documentation, in docs/ of the source repository:
+  docs/getting-started.md   from an empty database to records in a topic: demo, init, check, run
+  docs/configuration.md     every key, its environment variable and default (run, config-dump,
+                            config-reference)
+  docs/debezium.md          migrating from Debezium, and the compatibility table (debezium,
+                            run --debezium-config)
+  docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
+  docs/poller.md            source: poll (poll-ddl)
+  docs/guarantees.md        ordering and delivery, and what each fault does
+  docs/architecture.md      how an event travels to Kafka and its acknowledgement back
+  docs/performance.md       throughput and latency, measured
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "outboxrelay:", err)
-		os.Exit(1)
-	}
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(exitCode(err, os.Stderr))
 }
 
+// exitCode reports err on stderr and maps it to the exit status: 0 for
+// success and for help asked for, 2 for a mistake in the call (the usage
+// has been printed), 1 for anything else.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if errors.As(err, new(usageError)) {
+		// It starts with the command's name already.
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintln(stderr, "outboxrelay:", err)
+	return 1
+}
+
+// run parses the command line and runs the command it names.
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
+	fs := flag.NewFlagSet("outboxrelay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage) }
+	if err := parseFlags(fs, args, -1, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
 		fmt.Fprint(stderr, usage)
-		return errors.New("no command given")
+		return usageError{errors.New("outboxrelay: no command given")}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -57,24 +90,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// ends the process at once.
 	context.AfterFunc(ctx, stop)
 
-	switch cmd, rest := args[0], args[1:]; cmd {
+	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
 	case "run":
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-		dbz := fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
-		if err != nil {
-			return err
-		}
-		log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
-		logDebeziumNotes(log, notes)
-		return app.Run(ctx, cfg, log)
+		return runCmd(ctx, rest, stdout, stderr)
 	case "demo":
-		return demo.Run(ctx, stdout, stderr)
+		return demoCmd(ctx, rest, stdout, stderr)
 	case "debezium":
 		return debeziumCmd(rest, stdout, stderr)
 	case "poll-ddl":
@@ -85,17 +105,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return checkCmd(ctx, rest, stdout, stderr)
 	case "config-dump":
 		return configDump(rest, stdout, stderr)
-	case "version":
-		fmt.Fprint(stdout, app.Build())
-		return nil
 	case "config-reference":
-		fmt.Fprint(stdout, config.Reference())
-		return nil
-	case "help", "-h", "--help":
+		return configReference(rest, stdout, stderr)
+	case "version":
+		return versionCmd(rest, stdout, stderr)
+	case "help":
+		// `outboxrelay help COMMAND` is `outboxrelay COMMAND -h`.
+		if len(rest) > 0 && rest[0] != "help" {
+			return run([]string{rest[0], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+		return usageError{fmt.Errorf("outboxrelay: unknown command %q", cmd)}
 	}
 }

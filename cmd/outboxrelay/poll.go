@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,14 +9,24 @@ import (
 	"github.com/outboxrelay/outboxrelay/poller"
 )
 
+var pollDDLUsage = commandUsage{
+	text: `Usage: outboxrelay poll-ddl [--config FILE]
+
+Prints the SQL that readies the outbox table for source: poll (the poller's
+columns, its index, the dead-letter table and the notify trigger), for the
+table and poll keys of the configuration, or the defaults. It needs no
+connection.
+`,
+	docs: "docs/poller.md",
+}
+
 // pollDDL prints the SQL that readies the outbox table for source: poll,
 // for the table, columns and poll settings of the configuration (or the
 // defaults). It needs only those keys, not a connection or brokers.
 func pollDDL(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("poll-ddl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("outboxrelay poll-ddl", pollDDLUsage)
+	path := fs.String("config", "", "configuration file (YAML); the environment overrides it; only the outbox and poll keys are used")
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := config.Read(*path, os.Environ())

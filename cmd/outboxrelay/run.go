@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/outboxrelay/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/internal/demo"
+)
+
+var runUsage = commandUsage{
+	text: `Usage: outboxrelay run --config FILE
+       outboxrelay run --debezium-config FILE [--config FILE]
+
+Relays the outbox table to Kafka until SIGTERM or SIGINT, then stops
+gracefully. The environment (OUTBOXRELAY_<SECTION>_<KEY>) overrides the
+file; a configuration with problems is refused, every problem listed.
+`,
+	docs: "docs/configuration.md (every key); docs/debezium.md (--debezium-config)",
+}
+
+// runCmd is `outboxrelay run`: the relay itself.
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("outboxrelay run", runUsage)
+	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+	dbz := fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it")
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
+		return err
+	}
+	cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
+	if err != nil {
+		return err
+	}
+	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	logDebeziumNotes(log, notes)
+	return app.Run(ctx, cfg, log)
+}
+
+var demoUsage = commandUsage{
+	text: `Usage: outboxrelay demo
+
+Runs outboxrelay end to end on this machine alone: a throwaway PostgreSQL
+from the local server binaries, an in-process Kafka-protocol broker, a few
+committed outbox events, the CDC relay, and the records it produced.
+`,
+	docs: "docs/getting-started.md",
+}
+
+// demoCmd is `outboxrelay demo`.
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("outboxrelay demo", demoUsage)
+	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
+		return err
+	}
+	return demo.Run(ctx, stdout, stderr)
+}
