@@ -1,0 +1,43 @@
+package main
+
+// usage is what `outboxrelay --help` prints: every command, the exit
+// statuses, and the pages of docs/ (issue 16), so that a user who has only
+// the binary learns where each command is explained.
+const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
+
+Usage:
+  outboxrelay COMMAND [flags]
+  outboxrelay COMMAND -h           the usage of one command and the page of docs/ that explains it
+
+Commands:
+  run --config FILE                relay until SIGTERM or SIGINT
+  run --debezium-config FILE       relay with a Debezium connector's configuration, as it is
+  debezium translate FILE          print a Debezium configuration as outboxrelay's YAML, with notes
+  debezium compatibility           print which of Debezium's options are honoured (Markdown)
+  demo                             run it end to end on a throwaway PostgreSQL and in-process broker
+  poll-ddl [--config FILE]         print the SQL that readies the outbox table for source: poll
+  init --config FILE               print the SQL that sets up the database (table, publication, slot,
+                                   role); --apply runs it
+  check --config FILE              check PostgreSQL and Kafka for the configuration; exits 1 on a failure
+  config-dump --config FILE        print the effective configuration, secrets hidden
+  config-reference                 print the configuration keys as a Markdown table
+  version                          print the version, the commit it was built from and the Go version
+
+Every configuration key can also be set in the environment, e.g.
+OUTBOXRELAY_POSTGRES_URL and OUTBOXRELAY_KAFKA_BROKERS (comma-separated).
+
+Exit status: 0 on success (and for -h), 1 when the work failed, 2 for an unknown
+command or flag.
+
+Documentation, in docs/ of the source repository:
+  docs/getting-started.md   from an empty database to records in a topic: demo, init, check, run
+  docs/configuration.md     every key, its environment variable and default (run, config-dump,
+                            config-reference)
+  docs/debezium.md          migrating from Debezium, and the compatibility table (debezium,
+                            run --debezium-config)
+  docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
+  docs/poller.md            source: poll (poll-ddl)
+  docs/guarantees.md        ordering and delivery, and what each fault does
+  docs/architecture.md      how an event travels to Kafka and its acknowledgement back
+  docs/performance.md       throughput and latency, measured
+`
