@@ -50,11 +50,11 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // parseFlags parses a command's arguments, of which it expects at most
-// maxArgs (-1: any number) after the flags. Asked for
-// help (-h, -help, --help), it prints the usage to stdout and returns
-// flag.ErrHelp, which main turns into exit 0: help is not an error. A bad
-// flag or a wrong number of arguments prints the usage to stderr and
-// returns a usageError.
+// maxArgs (-1: any number) after the flags. Asked for help (-h, -help,
+// --help), it prints the usage to stdout and returns flag.ErrHelp, which
+// main turns into exit 0: help is not an error, and `outboxrelay run -h |
+// less` shows it. A bad flag or too many arguments prints the usage to
+// stderr and returns a usageError.
 func parseFlags(fs *flag.FlagSet, args []string, maxArgs int, stdout, stderr io.Writer) error {
 	err := fs.Parse(args)
 	switch {
@@ -62,6 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int, stdout, stderr io.
 		printUsage(fs, stdout)
 		return flag.ErrHelp
 	case err != nil:
+		// A bad flag or value: reported below like a wrong argument.
 	case maxArgs >= 0 && fs.NArg() > maxArgs:
 		err = fmt.Errorf("unexpected argument %q", strings.Join(fs.Args()[maxArgs:], " "))
 	default:
