@@ -40,7 +40,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg, err := config.Load(*path, os.Environ())
 	if err != nil {
-		return fmt.Errorf("the configuration has problems; fix them first:\n%w", err)
+		return configProblems(err)
 	}
 	report := check.Run(ctx, cfg, check.WithTimeout(*timeout))
 	if *asJSON {
@@ -78,7 +78,7 @@ func configDump(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := config.Load(*path, os.Environ())
 	if err != nil {
-		return err
+		return configProblems(err)
 	}
 	b, err := cfg.Dump()
 	if err != nil {

@@ -72,6 +72,12 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int, stdout, stderr io.
 	return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 }
 
+// configProblems introduces the problems config.Load found, one a line,
+// so that the first is not read as the heading of the others.
+func configProblems(err error) error {
+	return fmt.Errorf("the configuration has problems; fix them first:\n%w", err)
+}
+
 func printUsage(fs *flag.FlagSet, w io.Writer) {
 	fs.SetOutput(w)
 	fs.Usage()

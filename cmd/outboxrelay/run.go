@@ -30,7 +30,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
 	if err != nil {
-		return err
+		return configProblems(err)
 	}
 	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	logDebeziumNotes(log, notes)
