@@ -1,0 +1,517 @@
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/outboxrelay/outboxrelay/internal/config"
+)
+
+const k8sDir = "kubernetes"
+
+// kustomization is the part of Kustomize's Kustomization (and Component)
+// that the base uses; decoding it strictly makes any other field an error
+// here, to be added on purpose.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
+}
+
+// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
+// (monitoring.coreos.com/v1, a CRD k8s.io/api does not have) that the
+// component uses.
+type serviceMonitor struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// manifests are the objects of the base, and those beside it.
+type manifests struct {
+	base       kustomization
+	component  kustomization
+	configMap  corev1.ConfigMap
+	deployment appsv1.Deployment
+	service    corev1.Service
+	pdb        policyv1.PodDisruptionBudget
+	secret     corev1.Secret // secret.example.yaml
+	monitor    serviceMonitor
+}
+
+// decodeStrict decodes one YAML document into out; a field out's type does
+// not have is an error, so a misspelt or misplaced field cannot pass.
+func decodeStrict(data []byte, out any) error {
+	if bytes.Contains(data, []byte("\n---")) {
+		return fmt.Errorf("more than one document; keep one object per file")
+	}
+	return yaml.UnmarshalStrict(data, out)
+}
+
+// loadManifests decodes every YAML file under deploy/kubernetes by its
+// kind, and fails on a file of a kind it does not expect.
+func loadManifests(t *testing.T) *manifests {
+	t.Helper()
+	var m manifests
+	seen := map[string]string{}
+	err := filepath.WalkDir(k8sDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+			return fmt.Errorf("%s: not YAML; only manifests belong here", path)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(data, &tm); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		var out any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "kustomize.config.k8s.io/v1beta1 Kustomization":
+			out = &m.base
+		case "kustomize.config.k8s.io/v1alpha1 Component":
+			out = &m.component
+		case "v1 ConfigMap":
+			out = &m.configMap
+		case "apps/v1 Deployment":
+			out = &m.deployment
+		case "v1 Service":
+			out = &m.service
+		case "policy/v1 PodDisruptionBudget":
+			out = &m.pdb
+		case "v1 Secret":
+			out = &m.secret
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			out = &m.monitor
+		default:
+			return fmt.Errorf("%s: unexpected %s %s", path, tm.APIVersion, tm.Kind)
+		}
+		if other, ok := seen[tm.Kind]; ok {
+			return fmt.Errorf("%s: a second %s (the first is %s)", path, tm.Kind, other)
+		}
+		seen[tm.Kind] = path
+		if err := decodeStrict(data, out); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Kustomization", "Component", "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "Secret", "ServiceMonitor"} {
+		if seen[kind] == "" {
+			t.Fatalf("no %s under %s", kind, k8sDir)
+		}
+	}
+	return &m
+}
+
+// TestManifestsDecodeStrictly proves the decoder refuses what the API
+// server would not know, so that the other tests' decoding means something.
+func TestManifestsDecodeStrictly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+	}{
+		{"misspelt field", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  replica: 1\n"},
+		{"misplaced field", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      readOnlyRootFilesystem: true\n"},
+		{"duplicate key", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  replicas: 1\n  replicas: 2\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d appsv1.Deployment
+			if err := decodeStrict([]byte(tc.yaml), &d); err == nil {
+				t.Errorf("decoded without error:\n%s", tc.yaml)
+			}
+		})
+	}
+}
+
+// TestKustomization checks that the base lists every manifest beside it
+// (and nothing else), that the ServiceMonitor component lists its own, and
+// that the base names the image docker/Dockerfile builds.
+func TestKustomization(t *testing.T) {
+	m := loadManifests(t)
+	for _, tc := range []struct {
+		dir  string
+		k    kustomization
+		skip []string // files deliberately not in resources
+	}{
+		{k8sDir, m.base, []string{"kustomization.yaml", "secret.example.yaml"}},
+		{filepath.Join(k8sDir, "servicemonitor"), m.component, []string{"kustomization.yaml"}},
+	} {
+		entries, err := os.ReadDir(tc.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var files []string
+		for _, e := range entries {
+			if !e.IsDir() && !slices.Contains(tc.skip, e.Name()) {
+				files = append(files, e.Name())
+			}
+		}
+		if got := slices.Sorted(slices.Values(tc.k.Resources)); !slices.Equal(got, files) {
+			t.Errorf("%s lists resources %v; the manifests there are %v", tc.dir, got, files)
+		}
+	}
+	if n := len(m.base.Images); n != 1 || m.base.Images[0].Name != m.deployment.Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("kustomization images %+v do not set the Deployment's image %q", m.base.Images, m.deployment.Spec.Template.Spec.Containers[0].Image)
+	}
+	dockerfile, err := os.ReadFile("../docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(dockerfile, []byte("-t "+m.base.Images[0].NewName+" ")) {
+		t.Errorf("the image %q is not the one docker/Dockerfile's usage builds", m.base.Images[0].NewName)
+	}
+}
+
+// loadedConfig is the relay's configuration as the pod would load it: the
+// ConfigMap's file at the path the container's --config names, with the
+// Secret's keys as files where the Deployment mounts them, and the
+// container's environment.
+type loadedConfig struct {
+	cfg       *config.Config
+	container corev1.Container
+}
+
+func loadPodConfig(t *testing.T, m *manifests) loadedConfig {
+	t.Helper()
+	pod := m.deployment.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("the pod has %d containers, want the relay alone", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) || c.Args[0] != "run" {
+		t.Fatalf("container args %q do not run the relay with --config", c.Args)
+	}
+	configPath := c.Args[i+1]
+
+	// Where each volume is mounted, and the files it holds.
+	tmp := t.TempDir()
+	mounts := map[string]string{} // mount path -> local directory
+	for _, vm := range c.VolumeMounts {
+		if !vm.ReadOnly {
+			t.Errorf("volume %s is mounted writable; the relay only reads", vm.Name)
+		}
+		vi := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if vi < 0 {
+			t.Fatalf("volume mount %s has no volume", vm.Name)
+		}
+		v := pod.Volumes[vi]
+		files := map[string]string{}
+		switch {
+		case v.ConfigMap != nil:
+			if v.ConfigMap.Name != m.configMap.Name {
+				t.Fatalf("volume %s mounts ConfigMap %q; the base has %q", v.Name, v.ConfigMap.Name, m.configMap.Name)
+			}
+			maps.Copy(files, m.configMap.Data)
+		case v.Secret != nil:
+			if v.Secret.SecretName != m.secret.Name {
+				t.Fatalf("volume %s mounts Secret %q; secret.example.yaml is %q", v.Name, v.Secret.SecretName, m.secret.Name)
+			}
+			if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o440 != 0o440 || pod.SecurityContext.FSGroup == nil {
+				t.Errorf("Secret volume %s: files must be readable by the pod's fsGroup (defaultMode 0440 and an fsGroup), since the relay does not run as root", v.Name)
+			}
+			maps.Copy(files, m.secret.StringData)
+			for k, b := range m.secret.Data {
+				files[k] = string(b)
+			}
+		default:
+			t.Fatalf("volume %s is neither a ConfigMap nor a Secret", v.Name)
+		}
+		dir := filepath.Join(tmp, vm.Name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mounts[vm.MountPath] = dir
+	}
+	local := func(path string) string {
+		for mp, dir := range mounts {
+			if rest, ok := strings.CutPrefix(path, mp+"/"); ok {
+				return filepath.Join(dir, rest)
+			}
+		}
+		return ""
+	}
+	file := local(configPath)
+	if file == "" {
+		t.Fatalf("--config %s is on no mounted volume", configPath)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("--config %s: the ConfigMap has no such key: %v", configPath, err)
+	}
+	// Strictly, as the relay does: an unknown key is an error.
+	var raw config.Config
+	if err := config.Parse(data, &raw); err != nil {
+		t.Fatalf("the ConfigMap's %s: %v", filepath.Base(configPath), err)
+	}
+	// Every file the configuration names must be mounted.
+	for _, p := range []string{raw.Postgres.URLFile, raw.Postgres.PasswordFile, raw.Kafka.SASL.PasswordFile,
+		raw.Kafka.TLS.CAFile, raw.Kafka.TLS.CertFile, raw.Kafka.TLS.KeyFile} {
+		if p == "" {
+			continue
+		}
+		if l := local(p); l == "" || !fileExists(l) {
+			t.Errorf("the configuration reads %s, which no mounted ConfigMap or Secret key provides", p)
+		}
+	}
+	// Load what the pod would: the same file with the mount paths pointing
+	// at the local copies.
+	cfgFile := filepath.Join(tmp, "config.yaml")
+	text := string(data)
+	for mp, dir := range mounts {
+		text = strings.ReplaceAll(text, mp+"/", dir+"/")
+	}
+	if err := os.WriteFile(cfgFile, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	known := knownEnv()
+	var environ []string
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, config.EnvPrefix+"_") && !known[e.Name] {
+			t.Errorf("container env %s sets no key the relay knows (the relay ignores it)", e.Name)
+		}
+		if e.ValueFrom != nil {
+			continue
+		}
+		environ = append(environ, e.Name+"="+e.Value)
+	}
+	cfg, err := config.Load(cfgFile, environ)
+	if err != nil {
+		t.Fatalf("the relay would not start with this configuration: %v", err)
+	}
+	return loadedConfig{cfg: cfg, container: c}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// knownEnv is every environment variable that sets a configuration key.
+func knownEnv() map[string]bool {
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `[^`]+` \\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(config.Reference(), -1) {
+		known[m[1]] = true
+	}
+	return known
+}
+
+// TestDeploymentMatchesConfig checks the Deployment against the relay's
+// configuration as loaded from the ConfigMap: the probes and the Service
+// reach http.listen's port on the pod's address, and the grace period
+// outlasts the shutdown drain.
+func TestDeploymentMatchesConfig(t *testing.T) {
+	m := loadManifests(t)
+	lc := loadPodConfig(t, m)
+	cfg, c := lc.cfg, lc.container
+	if len(knownEnv()) < 10 {
+		t.Fatalf("read %d environment variables from config.Reference(); its table changed shape", len(knownEnv()))
+	}
+
+	host, portText, err := net.SplitHostPort(cfg.HTTP.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		t.Errorf("http.listen %q listens on %s only; the kubelet probes the pod's IP", cfg.HTTP.Listen, host)
+	}
+	port, _ := strconv.Atoi(portText)
+	// containerPort resolves a probe's or Service's port; why says what
+	// is wrong when it does not resolve.
+	containerPort := func(p intstr.IntOrString) (port int, why string) {
+		if p.Type == intstr.Int {
+			return p.IntValue(), ""
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				return int(cp.ContainerPort), ""
+			}
+		}
+		return 0, fmt.Sprintf(" (no container port is named %q)", p.StrVal)
+	}
+	for _, pr := range []struct {
+		what  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"liveness", c.LivenessProbe, "/healthz"},
+		{"readiness", c.ReadinessProbe, "/readyz"},
+	} {
+		if pr.probe == nil || pr.probe.HTTPGet == nil {
+			t.Errorf("no %s probe with httpGet", pr.what)
+			continue
+		}
+		if pr.probe.HTTPGet.Path != pr.path {
+			t.Errorf("%s probe path %q, want %s", pr.what, pr.probe.HTTPGet.Path, pr.path)
+		}
+		if got, why := containerPort(pr.probe.HTTPGet.Port); got != port {
+			t.Errorf("%s probe port %s is %d%s; http.listen is %q", pr.what, pr.probe.HTTPGet.Port.String(), got, why, cfg.HTTP.Listen)
+		}
+		// A probe that times out fails; the relay's checks are bounded by
+		// 2s (metrics.probeTimeout) each.
+		if pr.probe.TimeoutSeconds < 3 {
+			t.Errorf("%s probe timeoutSeconds %d is shorter than the relay's own checks may take (2s)", pr.what, pr.probe.TimeoutSeconds)
+		}
+	}
+	if len(m.service.Spec.Ports) != 1 {
+		t.Fatalf("the Service has %d ports, want the http one", len(m.service.Spec.Ports))
+	}
+	sp := m.service.Spec.Ports[0]
+	if got, why := containerPort(sp.TargetPort); got != port {
+		t.Errorf("Service targetPort %s is %d%s; http.listen is %q", sp.TargetPort.String(), got, why, cfg.HTTP.Listen)
+	}
+
+	rc := cfg.RunnerConfig()
+	rc.SetDefaults()
+	grace := m.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds
+	// After the drain the relay still confirms the checkpoint to
+	// PostgreSQL and closes its connections: leave it a few seconds.
+	const margin = 5 * time.Second
+	switch {
+	case grace == nil:
+		t.Errorf("terminationGracePeriodSeconds is not set; the default 30s is not above shutdown.timeout (%s) + %s", rc.ShutdownTimeout, margin)
+	case time.Duration(*grace)*time.Second < rc.ShutdownTimeout+margin:
+		t.Errorf("terminationGracePeriodSeconds %d is not at least shutdown.timeout (%s) + %s", *grace, rc.ShutdownTimeout, margin)
+	}
+}
+
+// TestDeploymentHardening checks what the base promises about the pod:
+// one replica until the standby exists, replaced rather than rolled, non-root
+// on a read-only root filesystem, with its memory bounded.
+func TestDeploymentHardening(t *testing.T) {
+	m := loadManifests(t)
+	d := m.deployment
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("replicas = %v; one relay per slot until the standby exists", d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %q: a rolling update would start the new relay while the old one holds the slot", d.Spec.Strategy.Type)
+	}
+	psc, csc := pod.SecurityContext, c.SecurityContext
+	switch {
+	case psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot:
+		t.Error("the pod does not set runAsNonRoot")
+	case psc.RunAsUser == nil || *psc.RunAsUser == 0:
+		t.Error("the pod does not run as a non-root user id")
+	}
+	switch {
+	case csc == nil:
+		t.Error("the container has no securityContext")
+	case csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem:
+		t.Error("the root filesystem is writable")
+	case csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation is allowed")
+	case csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL"):
+		t.Error("capabilities are not all dropped")
+	}
+	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
+	// docs/performance.md: 47-50 MiB peak RSS at the default settings.
+	peak := resource.MustParse("50Mi")
+	switch {
+	case req.IsZero() || lim.IsZero():
+		t.Errorf("memory request %s and limit %s must both be set", req, lim)
+	case req.Cmp(peak) < 0:
+		t.Errorf("memory request %s is below the measured peak of %s", req, &peak)
+	case lim.Cmp(*req) < 0:
+		t.Errorf("memory limit %s is below the request %s", lim, req)
+	}
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		soft, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
+		if err != nil {
+			t.Errorf("GOMEMLIMIT %q: %v", e.Value, err)
+		} else if soft.Cmp(*lim) >= 0 {
+			t.Errorf("GOMEMLIMIT %s is not below the memory limit %s", e.Value, lim)
+		}
+	}
+}
+
+// TestSelectors checks that the Deployment, the Service, the
+// PodDisruptionBudget and the ServiceMonitor find what they are meant to.
+func TestSelectors(t *testing.T) {
+	m := loadManifests(t)
+	podLabels := m.deployment.Spec.Template.Labels
+	matches := func(what string, sel map[string]string, labels map[string]string) {
+		t.Helper()
+		if len(sel) == 0 {
+			t.Errorf("%s selects everything", what)
+		}
+		for k, v := range sel {
+			if labels[k] != v {
+				t.Errorf("%s selects %s=%s, which the target's labels %v do not have", what, k, v, labels)
+			}
+		}
+	}
+	matches("the Deployment", m.deployment.Spec.Selector.MatchLabels, podLabels)
+	matches("the Service", m.service.Spec.Selector, podLabels)
+	matches("the PodDisruptionBudget", m.pdb.Spec.Selector.MatchLabels, podLabels)
+	matches("the ServiceMonitor", m.monitor.Spec.Selector.MatchLabels, m.service.Labels)
+	for _, s := range []*metav1.LabelSelector{m.deployment.Spec.Selector, m.pdb.Spec.Selector, &m.monitor.Spec.Selector} {
+		if len(s.MatchExpressions) > 0 {
+			t.Errorf("selector %v has matchExpressions, which this test does not read", s)
+		}
+	}
+	// One replica: a PDB that kept it running would block every node drain.
+	if mu := m.pdb.Spec.MaxUnavailable; mu == nil || mu.IntValue() < 1 || m.pdb.Spec.MinAvailable != nil {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v, minAvailable %v: with one replica it must allow one eviction", mu, m.pdb.Spec.MinAvailable)
+	}
+	if len(m.monitor.Spec.Endpoints) != 1 {
+		t.Fatalf("the ServiceMonitor has %d endpoints, want one", len(m.monitor.Spec.Endpoints))
+	}
+	ep := m.monitor.Spec.Endpoints[0]
+	if ep.Port != m.service.Spec.Ports[0].Name || ep.Path != "/metrics" {
+		t.Errorf("the ServiceMonitor scrapes port %q path %q; the Service's port is %q and the relay serves /metrics", ep.Port, ep.Path, m.service.Spec.Ports[0].Name)
+	}
+	// The alert rules select job="outboxrelay", which the Prometheus
+	// Operator takes from the Service's name.
+	if m.service.Name != "outboxrelay" {
+		t.Errorf("the Service is %q; the alerts select job=\"outboxrelay\", its name", m.service.Name)
+	}
+}
