@@ -2,10 +2,12 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -513,5 +515,76 @@ func TestSelectors(t *testing.T) {
 	// Operator takes from the Service's name.
 	if m.service.Name != "outboxrelay" {
 		t.Errorf("the Service is %q; the alerts select job=\"outboxrelay\", its name", m.service.Name)
+	}
+}
+
+// TestKustomizeBuild builds the base, and an overlay that adds the
+// ServiceMonitor component, with kubectl's kustomize, as a user would, and
+// decodes what comes out strictly. It skips without kubectl.
+func TestKustomizeBuild(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed: the build with kustomize is not checked")
+	}
+	base, err := filepath.Abs(k8sDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	// Kustomize takes relative paths only.
+	rel, err := filepath.Rel(overlay, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: shop
+resources:
+  - `+rel+`
+components:
+  - `+filepath.Join(rel, "servicemonitor")+`
+images:
+  - name: outboxrelay
+    newName: registry.example.com/outboxrelay
+    newTag: v1.2.3
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir   string
+		kinds []string
+		image string
+	}{
+		{base, []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service"}, "outboxrelay:latest"},
+		{overlay, []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"}, "registry.example.com/outboxrelay:v1.2.3"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, kubectl, "kustomize", tc.dir).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", tc.dir, err, out)
+		}
+		var kinds []string
+		for doc := range strings.SplitSeq(string(out), "\n---\n") {
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+				t.Fatal(err)
+			}
+			kinds = append(kinds, tm.Kind)
+			if tm.Kind == "Deployment" {
+				var d appsv1.Deployment
+				if err := decodeStrict([]byte(doc), &d); err != nil {
+					t.Fatalf("the built Deployment: %v", err)
+				}
+				if got := d.Spec.Template.Spec.Containers[0].Image; got != tc.image {
+					t.Errorf("kustomize %s: image %q, want %q", tc.dir, got, tc.image)
+				}
+			}
+		}
+		slices.Sort(kinds)
+		if !slices.Equal(kinds, tc.kinds) {
+			t.Errorf("kustomize %s built %v, want %v", tc.dir, kinds, tc.kinds)
+		}
 	}
 }
