@@ -518,9 +518,11 @@ func TestSelectors(t *testing.T) {
 	}
 }
 
-// TestKustomizeBuild builds the base, and an overlay that adds the
-// ServiceMonitor component, with kubectl's kustomize, as a user would, and
-// decodes what comes out strictly. It skips without kubectl.
+// TestKustomizeBuild builds the base, and the overlay docs/kubernetes.md
+// shows (the ServiceMonitor component, an image, a configuration), with
+// kubectl's kustomize as a user would, and decodes what comes out
+// strictly, the overlay's configuration with the relay's parser. It skips
+// without kubectl.
 func TestKustomizeBuild(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
@@ -530,27 +532,28 @@ func TestKustomizeBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := t.TempDir()
-	// Kustomize takes relative paths only.
-	rel, err := filepath.Rel(overlay, base)
+	// The doc's overlay is overlays/prod beside deploy/ in the repository.
+	doc, err := os.ReadFile("../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: shop
-resources:
-  - `+rel+`
-components:
-  - `+filepath.Join(rel, "servicemonitor")+`
-images:
-  - name: outboxrelay
-    newName: registry.example.com/outboxrelay
-    newTag: v1.2.3
-`), 0o600)
-	if err != nil {
+	m := regexp.MustCompile("(?s)\\n   ```yaml\\n   # overlays/prod/kustomization.yaml\\n(.*?)\\n   ```\\n").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/kubernetes.md has no overlays/prod/kustomization.yaml example")
+	}
+	root := t.TempDir()
+	overlay := filepath.Join(root, "overlays", "prod")
+	if err := os.MkdirAll(overlay, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(filepath.Dir(base), filepath.Join(root, "deploy")); err != nil {
+		t.Fatal(err)
+	}
+	example := regexp.MustCompile("(?m)^   ").ReplaceAll(m[1], nil)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, tc := range []struct {
 		dir   string
 		kinds []string
@@ -572,13 +575,23 @@ images:
 				t.Fatal(err)
 			}
 			kinds = append(kinds, tm.Kind)
-			if tm.Kind == "Deployment" {
+			switch tm.Kind {
+			case "Deployment":
 				var d appsv1.Deployment
 				if err := decodeStrict([]byte(doc), &d); err != nil {
 					t.Fatalf("the built Deployment: %v", err)
 				}
 				if got := d.Spec.Template.Spec.Containers[0].Image; got != tc.image {
 					t.Errorf("kustomize %s: image %q, want %q", tc.dir, got, tc.image)
+				}
+			case "ConfigMap":
+				var cm corev1.ConfigMap
+				if err := decodeStrict([]byte(doc), &cm); err != nil {
+					t.Fatalf("the built ConfigMap: %v", err)
+				}
+				var c config.Config
+				if err := config.Parse([]byte(cm.Data["config.yaml"]), &c); err != nil {
+					t.Errorf("kustomize %s: the configuration: %v", tc.dir, err)
 				}
 			}
 		}
