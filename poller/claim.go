@@ -37,10 +37,6 @@ type claimResult struct {
 // it first sees a newly started one, it takes that one's share too.
 const instancesEvery = time.Second
 
-// finishTimeout bounds marking a batch and committing after Kafka has it,
-// which goes on even when the runner is stopping the source.
-const finishTimeout = 30 * time.Second
-
 // claim runs one claim: in one transaction it takes the advisory locks of
 // a share of the buckets that have rows waiting, locks the oldest
 // unpublished rows of those buckets, hands them to the runner, waits until
@@ -54,12 +50,17 @@ const finishTimeout = 30 * time.Second
 func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	s := c.src
 	n := &s.n
+	// Every round trip until the batch is handed on shares one deadline:
+	// a connection that died without a word fails the claim here, pgx
+	// closes it, and the source starts again on a fresh one.
+	qctx, cancel := s.cfg.Network.Query(ctx)
+	defer cancel()
 	if time.Since(c.countedAt) > instancesEvery {
-		if err := c.countInstances(ctx); err != nil {
+		if err := c.countInstances(qctx); err != nil {
 			return res, err
 		}
 	}
-	tx, err := c.conn.Begin(ctx)
+	tx, err := c.conn.Begin(qctx)
 	if err != nil {
 		return res, classify("begin a claim", err)
 	}
@@ -74,7 +75,7 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 
 	// The buckets of the oldest waiting rows, oldest first. Rows that other
 	// instances hold are among them; their buckets' locks fail below.
-	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE %s ORDER BY %s, %s LIMIT $1`,
+	rows, err := tx.Query(qctx, fmt.Sprintf(`SELECT %s FROM %s WHERE %s ORDER BY %s, %s LIMIT $1`,
 		n.bucket, n.tbl, n.unpublished, n.order, n.id), 2*s.cfg.BatchSize)
 	if err != nil {
 		return res, classify("find waiting rows", err)
@@ -91,7 +92,7 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	// stops at share locks held, trying the oldest buckets first.
 	// pg_try_advisory_xact_lock never waits, so instances never deadlock.
 	share := (len(buckets) + c.instances - 1) / c.instances
-	rows, err = tx.Query(ctx, `SELECT b FROM unnest($1::int4[]) AS b WHERE pg_try_advisory_xact_lock($2::int4, b) LIMIT $3`,
+	rows, err = tx.Query(qctx, `SELECT b FROM unnest($1::int4[]) AS b WHERE pg_try_advisory_xact_lock($2::int4, b) LIMIT $3`,
 		buckets, s.bucketKey, share)
 	if err != nil {
 		return res, classify("lock buckets", err)
@@ -104,7 +105,7 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 		return claimResult{busy: true}, nil
 	}
 
-	events, tids, err := c.read(ctx, tx, held)
+	events, tids, err := c.read(qctx, tx, held)
 	if isLockTimeout(err) {
 		s.log.Warn("another session holds a lock on the outbox table or on unpublished rows; their buckets wait for it, since a later event of the same aggregate must not go first",
 			"table", s.cfg.Table, "err", err)
@@ -141,8 +142,8 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 
 	// Kafka has the batch (or will not): finish even if ctx is cancelled
 	// now, so that a graceful stop records what was published.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Network.QueryTimeout)
+	defer fcancel()
 	if result != nil {
 		finished = true
 		return claimResult{failed: true}, c.fail(fctx, tx, events, tids, result)

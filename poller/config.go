@@ -69,6 +69,10 @@ type Config struct {
 	// share the table bucket by bucket. A power of two up to 1024, the same
 	// on every instance. Default 64.
 	Buckets int
+	// Network bounds every connection's silence and round trips: a claim
+	// or mark that gets no answer within its query timeout fails, the
+	// connection is closed, and the source restarts on a fresh one.
+	Network pgsql.Network
 }
 
 // SetDefaults fills in every zero field.
@@ -107,6 +111,7 @@ func (c *Config) SetDefaults() {
 	if c.Buckets == 0 {
 		c.Buckets = 64
 	}
+	c.Network.SetDefaults()
 }
 
 // MaxBuckets is the largest poll.buckets: every claim may take an advisory
@@ -190,6 +195,9 @@ func (c *Config) ValidateTable() error {
 	}
 	if c.Buckets < 1 || c.Buckets > MaxBuckets || bits.OnesCount(uint(c.Buckets)) != 1 {
 		add("poll.buckets: %d is not a power of two between 1 and %d", c.Buckets, MaxBuckets)
+	}
+	if err := c.Network.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

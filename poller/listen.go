@@ -45,6 +45,7 @@ func (l *listener) connect(ctx context.Context) error {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = applicationName
 	}
+	s.cfg.Network.Apply(cfg)
 	cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { l.notify() }
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Source is the polling [connector.Source].
@@ -161,6 +164,10 @@ func (s *Source) loop(ctx context.Context, c *claimer, wake <-chan struct{}, fat
 		}
 		res, err := c.claim(ctx)
 		if err != nil {
+			if ctx.Err() == nil && pgconn.Timeout(err) {
+				s.log.Warn("the claiming connection is dead: PostgreSQL did not answer within postgres.query_timeout; closing it and reconnecting (the claim's rows go back when the server ends the old session)",
+					"table", s.cfg.Table, "query_timeout", s.cfg.Network.QueryTimeout.String(), "idle_in_transaction_session_timeout", idleInTxTimeout(s.cfg.Network).String(), "err", err)
+			}
 			return err
 		}
 		if res.failed {
@@ -215,6 +222,16 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok && claiming {
 		cfg.RuntimeParams["lock_timeout"] = "10s"
 	}
+	s.cfg.Network.Apply(&cfg.Config)
+	// A claim's transaction holds its rows and buckets while Kafka takes
+	// the batch. If the relay's connection dies without a word, nothing
+	// else may end that session soon (a proxy or NAT in between answers
+	// the server's keepalives), and those buckets would wait for good.
+	// The server ends a transaction idle this long; a claim that waited
+	// as long for Kafka is then published again (at least once).
+	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok && claiming {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTxTimeout(s.cfg.Network).Milliseconds(), 10)
+	}
 	// The claim's statements are prepared once per connection. A generic
 	// plan chosen while the table was small (a sequential scan for the
 	// mark by ctid) then stays until autovacuum analyzes the table, and a
@@ -230,6 +247,10 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	}
 	return conn, nil
 }
+
+// idleInTxTimeout is how long the server lets a claim's transaction wait
+// for its client: four query timeouts, two minutes by default.
+func idleInTxTimeout(n pgsql.Network) time.Duration { return 4 * n.QueryTimeout }
 
 func closeConn(ctx context.Context, conn *pgx.Conn) {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -51,7 +51,9 @@ func (s *Source) retainOnce(ctx context.Context) (int64, error) {
 		n.tbl, n.tbl, n.published, retentionBatch)
 	var total int64
 	for ctx.Err() == nil {
-		tag, err := conn.Exec(ctx, sql, s.cfg.Retention.Seconds())
+		qctx, cancel := s.cfg.Network.Query(ctx)
+		tag, err := conn.Exec(qctx, sql, s.cfg.Retention.Seconds())
+		cancel()
 		if err != nil {
 			return total, classify("delete published rows", err)
 		}

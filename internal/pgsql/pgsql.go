@@ -1,7 +1,8 @@
 // Package pgsql holds what outboxrelay's PostgreSQL sources share about
 // talking to the server: how a configured table name splits into schema
 // and table, which errors no reconnect can fix, and keeping connection
-// strings, passwords and all, out of error messages.
+// strings, passwords and all, out of error messages; and the network
+// bounds (network.go) that keep a silent connection from stalling a source.
 package pgsql
 
 import (

@@ -1,0 +1,116 @@
+package pgsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Network bounds how long a PostgreSQL connection may stay silent or
+// unanswered before the relay gives up on it. A NAT gateway, firewall or
+// load balancer that forgets a flow sends no FIN and no RST: without these
+// bounds the kernel keeps such a socket for hours (two of them before the
+// first keepalive probe), and the relay waits on it for as long.
+//
+// The zero value of each field means its default.
+type Network struct {
+	// Keepalive is the idle time before the first TCP keepalive probe and
+	// the time between probes; after three unanswered probes the kernel
+	// ends the connection. Default 10s.
+	Keepalive time.Duration
+	// TCPUserTimeout is how long data sent may stay unacknowledged (or
+	// keepalive probes unanswered) before the kernel ends the connection
+	// (TCP_USER_TIMEOUT, Linux only). Default 30s.
+	TCPUserTimeout time.Duration
+	// ConnectTimeout bounds opening a connection, authentication included,
+	// unless the connection string sets connect_timeout. Default 10s.
+	ConnectTimeout time.Duration
+	// QueryTimeout bounds every round trip that is not the replication
+	// stream: a claim, a mark, a probe, a heartbeat. Default 30s.
+	QueryTimeout time.Duration
+}
+
+// SetDefaults fills in the zero fields.
+func (n *Network) SetDefaults() {
+	if n.Keepalive == 0 {
+		n.Keepalive = 10 * time.Second
+	}
+	if n.TCPUserTimeout == 0 {
+		n.TCPUserTimeout = 30 * time.Second
+	}
+	if n.ConnectTimeout == 0 {
+		n.ConnectTimeout = 10 * time.Second
+	}
+	if n.QueryTimeout == 0 {
+		n.QueryTimeout = 30 * time.Second
+	}
+}
+
+// Validate reports every problem at once; it expects defaults to be set.
+func (n *Network) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"postgres.keepalive", n.Keepalive},
+		{"postgres.tcp_user_timeout", n.TCPUserTimeout},
+		{"postgres.connect_timeout", n.ConnectTimeout},
+		{"postgres.query_timeout", n.QueryTimeout},
+	} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is negative", f.key, f.d))
+		} else if f.d%time.Millisecond != 0 || (f.d > 0 && f.d < time.Millisecond) {
+			errs = append(errs, fmt.Errorf("%s: %s is finer than a millisecond, which the kernel cannot take", f.key, f.d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Apply makes every connection cfg opens use n: keepalive and
+// TCP_USER_TIMEOUT on the socket, and the connect timeout unless the
+// connection string set one. It replaces cfg's dialer (and that of every
+// fallback), which ParseConfig made with no keepalive of ours.
+func (n Network) Apply(cfg *pgconn.Config) {
+	n.SetDefaults()
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = n.ConnectTimeout
+	}
+	d := &net.Dialer{
+		Timeout: cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     n.Keepalive,
+			Interval: n.Keepalive,
+			Count:    3,
+		},
+		Control: userTimeoutControl(n.TCPUserTimeout),
+	}
+	cfg.DialFunc = d.DialContext
+	// The server's side of the same socket: without these, a session
+	// whose client vanished keeps its locks (a claim's rows, a slot) until
+	// the server's kernel gives up, hours later. Any role may set them.
+	secs := strconv.Itoa(max(int(n.Keepalive/time.Second), 1))
+	for k, v := range map[string]string{
+		"tcp_keepalives_idle":     secs,
+		"tcp_keepalives_interval": secs,
+		"tcp_keepalives_count":    "3",
+		"tcp_user_timeout":        strconv.FormatInt(n.TCPUserTimeout.Milliseconds(), 10),
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+}
+
+// Query returns ctx bounded by the query timeout, for one round trip that
+// is not the replication stream.
+func (n Network) Query(ctx context.Context) (context.Context, context.CancelFunc) {
+	n.SetDefaults()
+	return context.WithTimeout(ctx, n.QueryTimeout)
+}
