@@ -42,6 +42,15 @@ type Config struct {
 	// logical decoding message on an ordinary connection (heartbeat.go), so
 	// that the slot advances while the outbox table is idle. Default 0: off.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// ReceiveTimeout is how long the replication stream may stay silent
+	// before the source takes the connection for dead, closes it and
+	// reconnects. Every status update asks the server for an answer, so a
+	// live server speaks at least once per StatusInterval; it must be
+	// longer than that. Default 30s, or three status intervals if that is
+	// longer.
+	ReceiveTimeout time.Duration `yaml:"receive_timeout"`
+	// Network bounds every connection's silence and round trips.
+	Network pgsql.Network
 }
 
 func (c *Config) SetDefaults() {
@@ -62,6 +71,10 @@ func (c *Config) SetDefaults() {
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 10 * time.Second
 	}
+	if c.ReceiveTimeout == 0 {
+		c.ReceiveTimeout = max(30*time.Second, 3*c.StatusInterval)
+	}
+	c.Network.SetDefaults()
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = 1000
 	}
@@ -95,6 +108,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
+	}
+	if c.ReceiveTimeout <= c.StatusInterval {
+		errs = append(errs, fmt.Errorf("cdc.receive_timeout (%s) must be longer than cdc.status_interval (%s): a live server is only sure to speak once per status interval", c.ReceiveTimeout, c.StatusInterval))
+	}
+	if err := c.Network.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))

@@ -95,6 +95,7 @@ func (s *Source) beat(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
 		if err != nil {
 			return nil, redactErr(err)
 		}
+		s.cfg.Network.Apply(&cfg.Config)
 		cfg.RuntimeParams["application_name"] = "outboxrelay-heartbeat"
 		if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
 			return nil, err

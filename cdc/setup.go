@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
@@ -21,26 +22,121 @@ import (
 // step is idempotent, and two relays racing to create the same object are
 // both fine.
 func (s *Source) prepare(ctx context.Context) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.URL)
+	cfg, err := pgx.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return 0, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	s.cfg.Network.Apply(&cfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return 0, classify("connect to PostgreSQL", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
 
+	// The checks are a few catalog queries; a server that does not answer
+	// them within the query timeout is as good as gone.
+	qctx, cancel := s.cfg.Network.Query(ctx)
+	defer cancel()
 	var walLevel string
-	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
+	if err := conn.QueryRow(qctx, "SHOW wal_level").Scan(&walLevel); err != nil {
 		return 0, classify("read wal_level", err)
 	}
 	if walLevel != "logical" {
 		return 0, connector.Permanent(fmt.Errorf("wal_level is %q, and logical replication needs %q: run ALTER SYSTEM SET wal_level = logical and restart PostgreSQL, or use source: poll", walLevel, "logical"))
 	}
-	if err := s.checkColumns(ctx, conn); err != nil {
+	if !s.walSenderChecked.Load() {
+		if err := s.checkWalSenderTimeout(qctx, conn); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.checkColumns(qctx, conn); err != nil {
 		return 0, err
 	}
-	if err := s.ensurePublication(ctx, conn); err != nil {
+	if err := s.ensurePublication(qctx, conn); err != nil {
 		return 0, err
 	}
-	return s.ensureSlot(ctx, conn)
+	if _, err := s.ensureSlot(qctx, conn); err != nil {
+		return 0, err
+	}
+	cancel()
+	if err := s.awaitSlot(ctx, conn); err != nil {
+		return 0, err
+	}
+	// Read again: the session that held the slot may have moved it.
+	qctx, cancel = s.cfg.Network.Query(ctx)
+	defer cancel()
+	return s.ensureSlot(qctx, conn)
+}
+
+// checkWalSenderTimeout warns, once, when the server would take longer
+// than the relay to notice a dead replication connection: until it does,
+// its walsender holds the slot, and a reconnected relay can only wait.
+func (s *Source) checkWalSenderTimeout(ctx context.Context, conn *pgx.Conn) error {
+	var ms int64
+	err := conn.QueryRow(ctx, `SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms)
+	if err != nil {
+		return classify("read wal_sender_timeout", err)
+	}
+	s.walSenderChecked.Store(true)
+	server := time.Duration(ms) * time.Millisecond
+	switch {
+	case ms == 0:
+		s.log.Warn("the server's wal_sender_timeout is 0: it never ends a replication session whose connection died silently, and holds the slot until its kernel gives up on the socket; set wal_sender_timeout to at most cdc.receive_timeout",
+			"slot", s.cfg.Slot, "receive_timeout", s.cfg.ReceiveTimeout.String())
+	case server > s.cfg.ReceiveTimeout:
+		s.log.Warn("the server's wal_sender_timeout is longer than cdc.receive_timeout: after a silent connection loss the relay waits up to wal_sender_timeout for the server to let go of the slot; lower wal_sender_timeout to at most cdc.receive_timeout",
+			"slot", s.cfg.Slot, "wal_sender_timeout", server.String(), "receive_timeout", s.cfg.ReceiveTimeout.String())
+	}
+	return nil
+}
+
+// slotPollInterval is how often a source waiting for the slot looks again.
+const slotPollInterval = time.Second
+
+// awaitSlot returns once no session streams from the slot. The holder may
+// be another relay (this one is then its standby) or this relay's own
+// earlier session on a connection that died without a word, which the
+// server ends after wal_sender_timeout. Either way the wait is logged once
+// per holder at INFO: it is expected, and a WARN every second would bury
+// what matters.
+func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) error {
+	var waitingSince time.Time
+	for {
+		qctx, cancel := s.cfg.Network.Query(ctx)
+		var pid *int32
+		err := conn.QueryRow(qctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&pid)
+		cancel()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil // dropped meanwhile; ensureSlot says so next
+		case err != nil:
+			return classify("look up who holds the replication slot", err)
+		case pid == nil:
+			s.state.Store(int32(stateDown))
+			if !waitingSince.IsZero() {
+				s.log.Info("the replication slot is free; taking it over", "slot", s.cfg.Slot,
+					"waited", time.Since(waitingSince).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		if waitingSince.IsZero() {
+			waitingSince = time.Now()
+		}
+		if *pid != s.holder {
+			s.holder = *pid
+			s.log.Info("another session holds the replication slot; waiting for it to let go, as a standby",
+				"slot", s.cfg.Slot, "holder_pid", *pid, "check_every", slotPollInterval.String(),
+				"hint", "if it is this relay's own session on a dead connection, the server ends it after wal_sender_timeout")
+		}
+		s.state.Store(int32(stateStandby))
+		if err := sleep(ctx, slotPollInterval); err != nil {
+			return err
+		}
+	}
 }
 
 func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {

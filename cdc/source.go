@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +34,32 @@ type Source struct {
 	acked atomic.Uint64
 
 	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
+
+	// state is a sourceState: whether Run streams, waits for the slot,
+	// or neither. Run sets it; scrapes and probes read it.
+	state atomic.Int32
+	// holder is the PID of the session last seen holding the slot, so
+	// that the wait for it is logged once; only Run touches it.
+	holder int32
+	// walSenderChecked is set once the server's wal_sender_timeout has
+	// been compared with cdc.receive_timeout.
+	walSenderChecked atomic.Bool
+}
+
+type sourceState int32
+
+const (
+	stateDown      sourceState = iota // connecting, or waiting to be restarted
+	stateStreaming                    // the replication stream is open
+	stateStandby                      // another session holds the slot; waiting for it
+)
+
+// Streaming reports whether the source streams from its slot, and whether,
+// instead, it waits as a standby for another session to let go of the
+// slot. Both false: it is connecting or waits to be restarted.
+func (s *Source) Streaming() (streaming, standby bool) {
+	st := sourceState(s.state.Load())
+	return st == stateStreaming, st == stateStandby
 }
 
 var _ connector.Source = (*Source)(nil)
@@ -78,54 +105,34 @@ func (s *Source) advance(lsn pglogrepl.LSN) {
 }
 
 // Run implements [connector.Source]: it prepares the publication and slot,
-// then streams from the slot until ctx is cancelled or the connection fails.
+// waits while another session holds the slot, then streams from the slot
+// until ctx is cancelled or the connection fails or falls silent.
 func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
-	confirmed, err := s.prepare(ctx)
+	defer s.state.Store(int32(stateDown))
+	conn, start, err := s.connect(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	s.advance(confirmed)
 	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
-
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
-	if err != nil {
-		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return classify("open the replication connection", err)
-	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-
-	// Starting at our own acknowledged position skips, after a reconnect,
-	// what Kafka already has; the server starts at the slot's confirmed
-	// position when that is later (and at 0/0 means exactly that).
-	start := pglogrepl.LSN(s.acked.Load())
-	pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
-	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
-	}
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
+	s.state.Store(int32(stateStreaming))
 
 	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start}
 	err = st.run(ctx)
+	var dead *deadConnError
+	if errors.As(err, &dead) {
+		// Nothing sent on this connection reaches the server any more;
+		// the next session reports the position instead.
+		return err
+	}
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if ctx.Err() != nil {
@@ -133,7 +140,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 			s.log.Warn("could not confirm the last position to the slot; the next start publishes the events after it again",
 				"slot", s.cfg.Slot, "confirmed_lsn", pglogrepl.LSN(st.reported), "acknowledged_lsn", s.ConfirmedLSN(), "err", ferr)
 		}
-	} else if serr := st.sendStatus(finalCtx); serr != nil && err == nil {
+	} else if serr := st.sendStatus(finalCtx, false); serr != nil && err == nil {
 		// A last status update, so the slot holds what Kafka has.
 		err = serr
 	}
@@ -142,6 +149,79 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return nil
 	}
 	return err
+}
+
+// connect prepares the slot, waits while another session holds it, opens
+// the replication connection and starts streaming. It returns the
+// connection and the position streaming starts from.
+func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, error) {
+	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return nil, 0, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	s.cfg.Network.Apply(cfg)
+	cfg.RuntimeParams["replication"] = "database"
+	for {
+		confirmed, err := s.prepare(ctx) // setup.go; waits while the slot is held
+		if err != nil {
+			return nil, 0, err
+		}
+		s.advance(confirmed)
+		conn, err := pgconn.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, 0, classify("open the replication connection", err)
+		}
+		// Starting at our own acknowledged position skips, after a
+		// reconnect, what Kafka already has; the server starts at the
+		// slot's confirmed position when that is later (and at 0/0 means
+		// exactly that).
+		start := pglogrepl.LSN(s.acked.Load())
+		pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
+		startCtx, cancel := s.cfg.Network.Query(ctx)
+		err = pglogrepl.StartReplication(startCtx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+			PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
+		})
+		cancel()
+		if err == nil {
+			s.holder = 0
+			return conn, start, nil
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		conn.Close(closeCtx)
+		cancel()
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != pgerrcode.ObjectInUse {
+			return nil, 0, classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
+		}
+		// Another session took the slot between prepare's look and our
+		// start: wait for it like any other holder.
+		if err := sleep(ctx, slotPollInterval); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// deadConnError is a replication connection on which the server has been
+// silent for longer than cdc.receive_timeout.
+type deadConnError struct {
+	slot            string
+	silent, timeout time.Duration
+}
+
+func (e *deadConnError) Error() string {
+	return fmt.Sprintf("replication from slot %q: the server has been silent for %s, longer than cdc.receive_timeout (%s); the connection is taken for dead",
+		e.slot, e.silent.Round(time.Millisecond), e.timeout)
 }
 
 // stream is one replication session. Only its goroutine touches conn.
@@ -166,19 +246,32 @@ type stream struct {
 	emitted pglogrepl.LSN
 
 	nextStatus time.Time
-	reported   uint64
-	lastWarn   time.Time
+	// heard is when the server last said anything; time spent waiting
+	// for the runner in emit, not reading, does not count as silence.
+	heard    time.Time
+	reported uint64
+	lastWarn time.Time
 }
 
 func (st *stream) run(ctx context.Context) error {
 	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	st.heard = time.Now()
+	timeout := st.src.cfg.ReceiveTimeout
 	for {
 		if !time.Now().Before(st.nextStatus) {
-			if err := st.sendStatus(ctx); err != nil {
+			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
 		}
-		recvCtx, cancel := context.WithDeadline(ctx, st.nextStatus)
+		// Receiving waits until the next status update is due, or until
+		// the server has been silent for the receive timeout. Every status
+		// update asks for a reply, so a live server is never that silent;
+		// a connection a NAT or firewall dropped without a word is.
+		deadline := st.nextStatus
+		if d := st.heard.Add(timeout); d.Before(deadline) {
+			deadline = d
+		}
+		recvCtx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := st.conn.ReceiveMessage(recvCtx)
 		cancel()
 		if err != nil {
@@ -186,10 +279,17 @@ func (st *stream) run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
+				if silent := time.Since(st.heard); silent >= timeout {
+					st.src.log.Warn("the replication connection is dead: PostgreSQL has not answered for longer than cdc.receive_timeout; closing it and reconnecting",
+						"slot", st.src.cfg.Slot, "silent_for", silent.Round(time.Millisecond).String(), "receive_timeout", timeout.String(),
+						"confirmed_lsn", st.src.ConfirmedLSN())
+					return &deadConnError{slot: st.src.cfg.Slot, silent: silent, timeout: timeout}
+				}
 				continue
 			}
 			return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
 		}
+		st.heard = time.Now()
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if err := st.handle(ctx, msg.Data); err != nil {
@@ -224,7 +324,7 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 			st.emitted = max(st.emitted, ka.ServerWALEnd)
 		}
 		if ka.ReplyRequested {
-			return st.sendStatus(ctx)
+			return st.sendStatus(ctx, false)
 		}
 		return nil
 	case pglogrepl.XLogDataByteID:
@@ -368,9 +468,10 @@ func (st *stream) emit(ctx context.Context, done func(error)) error {
 		select {
 		case st.out <- b:
 			st.timer.Stop()
+			st.heard = time.Now()
 			return nil
 		case <-st.timer.C:
-			if err := st.sendStatus(ctx); err != nil {
+			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -390,7 +491,7 @@ func (st *stream) emit(ctx context.Context, done func(error)) error {
 // repeats those events (GracefulRestartMidStream saw hundreds). The server
 // reads our messages in order, so its CopyDone means it applied the update.
 func (st *stream) finish(ctx context.Context) error {
-	if err := st.sendStatus(ctx); err != nil {
+	if err := st.sendStatus(ctx, false); err != nil {
 		return err
 	}
 	// Whatever read deadline the receive loop left is replaced by ctx's.
@@ -419,8 +520,9 @@ func (st *stream) finish(ctx context.Context) error {
 
 // sendStatus reports the acknowledged position as written, flushed and
 // applied: the server may recycle WAL before it, and a restart resumes
-// after it.
-func (st *stream) sendStatus(ctx context.Context) error {
+// after it. With reply, it asks the server to answer at once (with a
+// keepalive), which is what bounds a live server's silence.
+func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
 	lsn := pglogrepl.LSN(st.src.acked.Load())
 	if lsn == 0 {
@@ -431,6 +533,7 @@ func (st *stream) sendStatus(ctx context.Context) error {
 		WALFlushPosition: lsn,
 		WALApplyPosition: lsn,
 		ClientTime:       time.Now(),
+		ReplyRequested:   reply,
 	})
 	if err != nil {
 		return fmt.Errorf("send status update to slot %q: %w", st.src.cfg.Slot, err)

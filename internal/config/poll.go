@@ -40,6 +40,7 @@ func (c *Config) PollConfig() poller.Config {
 		DeadLetterTable: c.Poll.DeadLetterTable,
 		NotifyChannel:   c.Poll.NotifyChannel,
 		Buckets:         c.Poll.Buckets,
+		Network:         c.Postgres.Network(),
 	}
 }
 
