@@ -60,7 +60,7 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 		cc.SetDefaults()
 		slot = cc.Slot
 	}
-	pg, err := metrics.NewPostgresProbe(o.cfg.Postgres.URL, slot)
+	pg, err := metrics.NewPostgresProbe(o.cfg.Postgres.URL, slot, metrics.WithNetwork(o.cfg.Postgres.Network()))
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +68,15 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 		pg.Close()
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	if slot != "" {
+		o.m.WatchSlot(pg.SlotStalled)
+	}
 	h := o.cfg.HTTP
 	srv, err := httpserver.Listen(h.Listen, httpserver.Config{
 		Gatherer: o.reg,
 		Live: []httpserver.Check{
 			{Name: "progress", Func: o.progressCheck(h.LiveStallTimeout)},
+			{Name: "connected", Func: o.connectedCheck(h.LiveStallTimeout)},
 		},
 		Ready: []httpserver.Check{
 			{Name: "running", Func: func(context.Context) error {
@@ -126,13 +130,39 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 
 func (o *observer) sourceCheck(context.Context) error {
 	p := o.m.Progress()
-	if p.SourceRunning {
+	switch {
+	case p.SourceUp:
 		return nil
+	case p.SourceStandby:
+		return errors.New("the source waits for another session to let go of the replication slot")
+	case p.SourceRunning:
+		return errors.New("the source is connecting")
 	}
 	if p.SourceErr != nil {
 		return fmt.Errorf("the source stopped and waits to restart: %w", p.SourceErr)
 	}
 	return errors.New("the source has not started")
+}
+
+// connectedCheck fails when the source has been neither up nor waiting as
+// a standby for longer than bound: it cannot connect, or loses every
+// connection it makes. A relay in that state relays nothing, and a
+// restart is the one remedy left to it.
+func (o *observer) connectedCheck(bound time.Duration) func(context.Context) error {
+	return func(context.Context) error {
+		p := o.m.Progress()
+		if p.DownSince.IsZero() {
+			return nil
+		}
+		down := time.Since(p.DownSince)
+		if down < bound {
+			return nil
+		}
+		if p.SourceErr != nil {
+			return fmt.Errorf("the source has not been connected for %s; its last run ended with: %w", down.Round(time.Second), p.SourceErr)
+		}
+		return fmt.Errorf("the source has not been connected for %s", down.Round(time.Second))
+	}
 }
 
 // progressCheck fails when the relay has had work in hand for longer than

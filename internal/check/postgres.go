@@ -74,6 +74,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 		skipAll(r, later)
 		return pgFacts{}
 	}
+	cfg.Postgres.Network().Apply(&pcfg.Config) // keepalive and TCP_USER_TIMEOUT as the relay has them
 	pcfg.ConnectTimeout = o.timeout
 	pcfg.RuntimeParams["application_name"] = "outboxrelay-check"
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)

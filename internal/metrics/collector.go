@@ -14,11 +14,11 @@ var (
 	inFlightDesc = prometheus.NewDesc(Namespace+"_events_in_flight",
 		"Events handed to the Kafka client and not yet acknowledged.", nil, nil)
 	oldestDesc = prometheus.NewDesc(Namespace+"_oldest_unpublished_event_age_seconds",
-		"Age of the oldest event not yet acknowledged by Kafka (in flight, or for the poller still in the table), from its record timestamp (by default its commit); 0 when there is none.", nil, nil)
+		"Age of the oldest event not yet acknowledged by Kafka (in flight, or for the poller still in the table), from its record timestamp (by default its commit); while the cdc source is down, at least how long the replication slot has stood still holding WAL back; 0 when there is none.", nil, nil)
 	backlogDesc = prometheus.NewDesc(Namespace+"_unpublished_events",
 		"Outbox rows not yet published (poller only).", nil, nil)
 	sourceUpDesc = prometheus.NewDesc(Namespace+"_source_up",
-		"1 while the source runs, 0 while it waits to be restarted after an error.", nil, nil)
+		"1 while the source runs and, for cdc, streams from its slot; 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
 	confirmedDesc = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
@@ -40,7 +40,9 @@ func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	inFlight, running, stats := m.inflight.Len(), m.running, m.stats
+	inFlight, stats, slot := m.inflight.Len(), m.stats, m.slot
+	m.observeLocked()
+	running, _ := m.upLocked()
 	m.mu.Unlock()
 	now := m.now()
 
@@ -52,6 +54,15 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, up)
 
 	oldest := m.oldestCommit()
+	if slot != nil && !running {
+		// The relay holds nothing while it is down, yet events wait in
+		// the slot: they are at least as old as the time it stood still.
+		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+		if d := slot(ctx); d > 0 && (oldest.IsZero() || now.Add(-d).Before(oldest)) {
+			oldest = now.Add(-d)
+		}
+		cancel()
+	}
 	if stats.backlog != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 		n, first, err := stats.backlog.Backlog(ctx)

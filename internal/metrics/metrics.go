@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -44,6 +45,12 @@ type Metrics struct {
 	runs         int
 	lastErr      error
 	stats        sourceStats
+	// lastUp is when the source was last seen up (or a standby); the
+	// relay's start before it ever was.
+	lastUp time.Time
+	// slot, when set, measures from PostgreSQL how long the replication
+	// slot has stood still while holding WAL back.
+	slot func(context.Context) time.Duration
 }
 
 type flight struct {
@@ -100,6 +107,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	for _, o := range opts {
 		o(m)
 	}
+	m.lastUp = m.now()
 	m.kafka = kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(reg))
 	cs := []prometheus.Collector{
 		m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts,
@@ -126,6 +134,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	return m, nil
 }
 
+// WatchSlot makes the oldest unpublished event's age account for a
+// replication slot that stands still while the source is down: stalled
+// says how long it has (PostgresProbe.SlotStalled).
+func (m *Metrics) WatchSlot(stalled func(context.Context) time.Duration) {
+	m.mu.Lock()
+	m.slot = stalled
+	m.mu.Unlock()
+}
+
 // KafkaHooks are the franz-go hooks that export the Kafka client's own
 // metrics (outboxrelay_kafka_*: connections, bytes, buffered records);
 // give them to the client with kgo.WithHooks.
@@ -147,6 +164,13 @@ type Progress struct {
 	// ended.
 	SourceRunning bool
 	SourceErr     error
+	// SourceUp is SourceRunning and, for a source that can tell, connected
+	// (for CDC: the replication stream is open). SourceStandby: it waits
+	// for another session to let go of the replication slot.
+	SourceUp, SourceStandby bool
+	// DownSince is when the source was last up or a standby (the relay's
+	// start if it never was); zero while it is.
+	DownSince time.Time
 }
 
 // Progress returns the relay's progress as of now.
@@ -158,6 +182,11 @@ func (m *Metrics) Progress() Progress {
 		WaitingSince:  m.waitingSince,
 		SourceRunning: m.running,
 		SourceErr:     m.lastErr,
+	}
+	m.observeLocked()
+	p.SourceUp, p.SourceStandby = m.upLocked()
+	if !p.SourceUp && !p.SourceStandby {
+		p.DownSince = m.lastUp
 	}
 	if f := m.inflight.Front(); f != nil {
 		p.OldestSent = f.Value.(*flight).sent

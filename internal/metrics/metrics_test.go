@@ -285,7 +285,7 @@ func TestSourceCountsBatchesAndRestarts(t *testing.T) {
 # HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).
 # TYPE outboxrelay_skipped_changes_total counter
 outboxrelay_skipped_changes_total 7
-# HELP outboxrelay_source_up 1 while the source runs, 0 while it waits to be restarted after an error.
+# HELP outboxrelay_source_up 1 while the source runs and, for cdc, streams from its slot; 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.
 # TYPE outboxrelay_source_up gauge
 outboxrelay_source_up 0
 `
@@ -346,4 +346,87 @@ func batchCount(t *testing.T, reg *prometheus.Registry) uint64 {
 		}
 	}
 	return 0
+}
+
+// streamingSource is a source that says whether it streams.
+type streamingSource struct {
+	mu                 sync.Mutex
+	streaming, standby bool
+}
+
+func (s *streamingSource) Run(ctx context.Context, _ chan<- connector.Batch) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (s *streamingSource) Streaming() (bool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streaming, s.standby
+}
+
+func (s *streamingSource) set(streaming, standby bool) {
+	s.mu.Lock()
+	s.streaming, s.standby = streaming, standby
+	s.mu.Unlock()
+}
+
+// TestSourceUpFollowsTheStream: a running source that has lost its stream
+// is not up, and the liveness probe learns since when; a standby is not up
+// but counts as alive; the stall of the slot shows in the oldest event's
+// age only while the source is not up.
+func TestSourceUpFollowsTheStream(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	fs := &streamingSource{}
+	src := m.Source(fs)
+	m.WatchSlot(func(context.Context) time.Duration { return 40 * time.Second })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- src.Run(ctx, make(chan connector.Batch)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !m.Progress().SourceRunning {
+		if time.Now().After(deadline) {
+			t.Fatal("source never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := clk.now()
+
+	for _, step := range []struct {
+		name               string
+		streaming, standby bool
+		advance            time.Duration
+		up                 float64
+		downFor            time.Duration // 0: not down
+		oldest             float64
+	}{
+		{"connecting", false, false, 3 * time.Second, 0, 3 * time.Second, 40},
+		{"streaming", true, false, 5 * time.Second, 1, 0, 0},
+		{"connection lost", false, false, 7 * time.Second, 0, 7 * time.Second, 40},
+		// A standby behind a live holder sees the slot move (no stall);
+		// behind its own dead session it does not, and events wait.
+		{"waiting for the slot", false, true, 9 * time.Second, 0, 0, 40},
+		{"streaming again", true, false, time.Second, 1, 0, 0},
+	} {
+		fs.set(step.streaming, step.standby)
+		m.Progress() // a probe before the clock moves sees the new state
+		clk.add(step.advance)
+		if got := gauge(t, reg, "outboxrelay_source_up"); got != step.up {
+			t.Errorf("%s: source_up %v, want %v", step.name, got, step.up)
+		}
+		if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != step.oldest {
+			t.Errorf("%s: oldest unpublished age %v, want %v", step.name, got, step.oldest)
+		}
+		p := m.Progress()
+		var downFor time.Duration
+		if !p.DownSince.IsZero() {
+			downFor = clk.now().Sub(p.DownSince)
+		}
+		if downFor != step.downFor {
+			t.Errorf("%s: down for %s, want %s (progress %+v, test started %s)", step.name, downFor, step.downFor, p, start)
+		}
+	}
+	cancel()
+	<-res
 }

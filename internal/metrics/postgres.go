@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 const (
@@ -31,7 +33,18 @@ var (
 		"1 while a session streams from the replication slot, 0 when none does.", []string{"slot"}, nil)
 	slotConfirmedDesc = prometheus.NewDesc(Namespace+"_replication_slot_confirmed_flush_lsn",
 		"The slot's confirmed_flush_lsn as the server has it, as a number.", []string{"slot"}, nil)
+	slotStalledDesc = prometheus.NewDesc(Namespace+"_replication_slot_stalled_seconds",
+		"How long the slot's confirmed_flush_lsn has not moved while it holds WAL back (lag above 0), as seen by the probes; 0 while it moves.", []string{"slot"}, nil)
 )
+
+// ProbeOption configures a [PostgresProbe].
+type ProbeOption func(*pgxpool.Config)
+
+// WithNetwork bounds the probe's connection as n says: keepalive,
+// TCP_USER_TIMEOUT, connect timeout.
+func WithNetwork(n pgsql.Network) ProbeOption {
+	return func(c *pgxpool.Config) { n.Apply(&c.ConnConfig.Config) }
+}
 
 // PostgresProbe watches the relay from PostgreSQL's side, on a pool of its
 // own with at most one connection: whether the server answers and, for a
@@ -45,6 +58,11 @@ type PostgresProbe struct {
 	mu   sync.Mutex
 	at   time.Time
 	last probeResult
+	// seenAt is when a probe first saw the slot's confirmed position
+	// prevConfirm; stalledSince is seenAt while the slot holds WAL back,
+	// zero while it holds nothing.
+	seenAt, stalledSince time.Time
+	prevConfirm          float64
 }
 
 type probeResult struct {
@@ -57,7 +75,7 @@ type probeResult struct {
 
 // NewPostgresProbe returns a probe of the server at url and, unless slot
 // is empty, of that replication slot. It does not connect until asked.
-func NewPostgresProbe(url, slot string) (*PostgresProbe, error) {
+func NewPostgresProbe(url, slot string, opts ...ProbeOption) (*PostgresProbe, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		var pe *pgconn.ParseConfigError
@@ -71,6 +89,9 @@ func NewPostgresProbe(url, slot string) (*PostgresProbe, error) {
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = time.Minute
 	cfg.ConnConfig.RuntimeParams["application_name"] = "outboxrelay-probe"
+	for _, o := range opts {
+		o(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres probe: %w", err)
@@ -92,7 +113,34 @@ func (p *PostgresProbe) probe(ctx context.Context) probeResult {
 	defer cancel()
 	p.last = p.query(ctx)
 	p.at = time.Now()
+	r := p.last
+	if r.confirmed != nil && (p.seenAt.IsZero() || *r.confirmed != p.prevConfirm) {
+		p.prevConfirm, p.seenAt = *r.confirmed, p.at
+	}
+	if r.found && r.lag != nil && *r.lag > 0 && r.confirmed != nil {
+		p.stalledSince = p.seenAt
+	} else {
+		p.stalledSince = time.Time{}
+	}
 	return p.last
+}
+
+// SlotStalled is how long the slot's confirmed position has not moved
+// while it holds WAL back, as of the last probe (which it may run). The
+// relay's own count of what it holds cannot see events it never received;
+// this can: with a dead replication connection, the slot stands still
+// while the outbox fills.
+func (p *PostgresProbe) SlotStalled(ctx context.Context) time.Duration {
+	if p.slot == "" {
+		return 0
+	}
+	p.probe(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalledSince.IsZero() {
+		return 0
+	}
+	return time.Since(p.stalledSince)
 }
 
 func (p *PostgresProbe) query(ctx context.Context) probeResult {
@@ -142,6 +190,7 @@ func (p *PostgresProbe) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slotLagDesc
 	ch <- slotActiveDesc
 	ch <- slotConfirmedDesc
+	ch <- slotStalledDesc
 }
 
 // Collect implements [prometheus.Collector].
@@ -166,4 +215,5 @@ func (p *PostgresProbe) Collect(ch chan<- prometheus.Metric) {
 	if r.confirmed != nil {
 		ch <- prometheus.MustNewConstMetric(slotConfirmedDesc, prometheus.GaugeValue, *r.confirmed, p.slot)
 	}
+	ch <- prometheus.MustNewConstMetric(slotStalledDesc, prometheus.GaugeValue, p.SlotStalled(context.Background()).Seconds(), p.slot)
 }

@@ -39,10 +39,20 @@ type Backlogger interface {
 	Backlog(ctx context.Context) (events int64, oldest time.Time, err error)
 }
 
+// Streamer is a source that knows whether it is connected (the CDC
+// source: whether its replication stream is open).
+type Streamer interface {
+	// Streaming reports whether the source streams, and whether it waits
+	// as a standby for another session to let go of what it reads from.
+	// Both false: it is connecting, or has lost its connection.
+	Streaming() (streaming, standby bool)
+}
+
 type sourceStats struct {
-	skips   SkipCounter
-	lsn     LSNConfirmer
-	backlog Backlogger
+	skips    SkipCounter
+	lsn      LSNConfirmer
+	backlog  Backlogger
+	streamer Streamer
 }
 
 // ErrNotTaken is given to the Done of a batch that the source handed to the
@@ -65,6 +75,7 @@ func (m *Metrics) Source(src connector.Source) connector.Source {
 	m.stats.skips, _ = src.(SkipCounter)
 	m.stats.lsn, _ = src.(LSNConfirmer)
 	m.stats.backlog, _ = src.(Backlogger)
+	m.stats.streamer, _ = src.(Streamer)
 	m.mu.Unlock()
 	return &source{src: src, m: m}
 }
@@ -79,10 +90,18 @@ func (s *source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	in := make(chan connector.Batch)
 	res := make(chan error, 1)
 	go func() { res <- s.src.Run(ctx, in) }()
+	// The source's state is looked at every second, so that how long it
+	// has been down is known to within a second when a probe asks.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	var err error
 loop:
 	for {
 		select {
+		case <-tick.C:
+			s.m.mu.Lock()
+			s.m.observeLocked()
+			s.m.mu.Unlock()
 		case b := <-in:
 			s.m.offered(len(b.Events))
 			select {
@@ -112,12 +131,35 @@ func (m *Metrics) started() {
 	}
 	m.runs++
 	m.running, m.runningSince, m.lastErr = true, m.now(), nil
+	m.observeLocked()
 }
 
 func (m *Metrics) stopped(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.observeLocked()
 	m.running, m.lastErr = false, err
+}
+
+// upLocked reports whether the source is up: running and, if it can tell,
+// connected; and whether it waits as a standby. m.mu is held.
+func (m *Metrics) upLocked() (up, standby bool) {
+	if !m.running {
+		return false, false
+	}
+	if m.stats.streamer == nil {
+		return true, false
+	}
+	return m.stats.streamer.Streaming()
+}
+
+// observeLocked notes the time when the source is up or a standby, which
+// is what the liveness probe measures a source that is down from. m.mu is
+// held.
+func (m *Metrics) observeLocked() {
+	if up, standby := m.upLocked(); up || standby {
+		m.lastUp = m.now()
+	}
 }
 
 func (m *Metrics) offered(events int) {
