@@ -72,16 +72,22 @@ func (s *Source) prepare(ctx context.Context) (pglogrepl.LSN, error) {
 	return s.ensureSlot(qctx, conn)
 }
 
-// checkWalSenderTimeout warns, once, when the server would take longer
-// than the relay to notice a dead replication connection: until it does,
-// its walsender holds the slot, and a reconnected relay can only wait.
+// checkWalSenderTimeout learns whether the replication session may set
+// its own wal_sender_timeout (PostgreSQL 12 and later), and otherwise
+// warns, once, when the server would take longer than the relay to notice
+// a dead replication connection: until it does, its walsender holds the
+// slot, and a reconnected relay can only wait.
 func (s *Source) checkWalSenderTimeout(ctx context.Context, conn *pgx.Conn) error {
-	var ms int64
-	err := conn.QueryRow(ctx, `SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms)
+	var ms, version int64
+	err := conn.QueryRow(ctx, `SELECT (SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout'), current_setting('server_version_num')::int8`).Scan(&ms, &version)
 	if err != nil {
 		return classify("read wal_sender_timeout", err)
 	}
 	s.walSenderChecked.Store(true)
+	if version >= 120000 {
+		s.sessionWalSenderTimeout.Store(true)
+		return nil
+	}
 	server := time.Duration(ms) * time.Millisecond
 	switch {
 	case ms == 0:

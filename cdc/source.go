@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -42,8 +43,9 @@ type Source struct {
 	// that the wait for it is logged once; only Run touches it.
 	holder int32
 	// walSenderChecked is set once the server's wal_sender_timeout has
-	// been compared with cdc.receive_timeout.
-	walSenderChecked atomic.Bool
+	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
+	// when the replication session may set its own (PostgreSQL 12+).
+	walSenderChecked, sessionWalSenderTimeout atomic.Bool
 }
 
 type sourceState int32
@@ -167,6 +169,14 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, er
 			return nil, 0, err
 		}
 		s.advance(confirmed)
+		if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
+			// The server then ends this session's walsender, and lets go
+			// of the slot, when it hears nothing from the relay for as long
+			// as the relay waits to hear from it: after a silent loss, the
+			// relay's next session need not wait long for the slot. Status
+			// updates go every cdc.status_interval, well within it.
+			cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
+		}
 		conn, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return nil, 0, classify("open the replication connection", err)
