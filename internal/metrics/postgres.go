@@ -86,6 +86,10 @@ func NewPostgresProbe(url, slot string, opts ...ProbeOption) (*PostgresProbe, er
 		return nil, fmt.Errorf("postgres.url: %w", err)
 	}
 	cfg.MaxConns = 1
+	// The probe's query is the test of the connection; the pool's own
+	// ping of an idle one, before handing it out, would fail on a dead
+	// connection out of the probe's reach (see query).
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = time.Minute
 	cfg.ConnConfig.RuntimeParams["application_name"] = "outboxrelay-probe"
@@ -144,14 +148,32 @@ func (p *PostgresProbe) SlotStalled(ctx context.Context) time.Duration {
 }
 
 func (p *PostgresProbe) query(ctx context.Context) probeResult {
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return probeResult{err: err}
+	}
+	defer c.Release()
+	r := p.queryOn(ctx, c.Conn())
+	if c.Conn().IsClosed() {
+		// pgx closes a connection that missed its deadline in the
+		// background, first reading what the server may still send for
+		// up to 15s; on a dead connection nothing comes, and the pool
+		// (and so the relay's stop) waits the whole time. Nothing more
+		// is wanted from it: close the socket now.
+		_ = c.Conn().PgConn().Conn().Close()
+	}
+	return r
+}
+
+func (p *PostgresProbe) queryOn(ctx context.Context, conn *pgx.Conn) probeResult {
 	if p.slot == "" {
 		var one int
-		return probeResult{err: p.pool.QueryRow(ctx, "SELECT 1").Scan(&one)}
+		return probeResult{err: conn.QueryRow(ctx, "SELECT 1").Scan(&one)}
 	}
 	var r probeResult
 	// On a standby (PostgreSQL 16 decodes there too) there is no current
 	// WAL position; the replayed one stands in for it.
-	err := p.pool.QueryRow(ctx, `
+	err := conn.QueryRow(ctx, `
 		SELECT active,
 		       pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
 		                       confirmed_flush_lsn)::float8,
