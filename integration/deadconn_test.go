@@ -1,0 +1,379 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/poller"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// The dead-connection suite (issue 17) puts a fault proxy (faultproxy_test.go)
+// between the relay and PostgreSQL and makes the connections fail the way a
+// NAT gateway or firewall does: silently. The relay runs whole (app.Run,
+// configured as the binary is) with bounds of seconds, and each test says
+// what a user would see: the records in Kafka, the log, the probes, the
+// metrics.
+
+// deadConnEnv is a database, a broker, and a proxy in front of the database.
+type deadConnEnv struct {
+	url, viaProxy string // the database, directly and through the proxy
+	pool          *pgxpool.Pool
+	proxy         *faultProxy
+	brokers       []string
+	name          string // slot and publication
+}
+
+func newDeadConnEnv(t *testing.T) *deadConnEnv {
+	t.Helper()
+	e := &deadConnEnv{url: testenv.Postgres(t), name: uniqueName(t)}
+	e.pool = connectPool(t, e.url)
+	createOutbox(t, e.pool, "outbox")
+	_, e.brokers = testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	e.proxy, e.viaProxy = newFaultProxy(t, e.url)
+	return e
+}
+
+// start runs a relay of source ("cdc" or "poll") through the proxy, with
+// every bound in seconds, and waits until it is ready.
+func (e *deadConnEnv) start(t *testing.T, source string, extra map[string]string) *appRelay {
+	t.Helper()
+	env := map[string]string{
+		"source":                    source,
+		"postgres.url":              e.viaProxy,
+		"postgres.connect_timeout":  "2s",
+		"postgres.query_timeout":    "2s",
+		"postgres.keepalive":        "1s",
+		"postgres.tcp_user_timeout": "3s",
+		"outbox.table":              "public.outbox",
+		"cdc.slot":                  e.name,
+		"cdc.publication":           e.name,
+		"cdc.status_interval":       "500ms",
+		"cdc.receive_timeout":       "2s",
+		"poll.interval":             "50ms",
+		"poll.max_interval":         "200ms",
+		"poll.batch_size":           "200",
+		"kafka.brokers":             strings.Join(e.brokers, ","),
+		"http.listen":               "127.0.0.1:0",
+		"http.ready_stall_timeout":  "5s",
+		"http.live_stall_timeout":   "8s",
+		"log.level":                 "info",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	a := startApp(t, env)
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	return a
+}
+
+// warned returns the WARN lines of the relay's log that contain text.
+func warned(t *testing.T, a *appRelay, text string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range logLines(t, a.logs.String()) {
+		if l["level"] == "WARN" && strings.Contains(l["msg"].(string), text) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitWarn waits until the relay has logged a WARN containing text.
+func waitWarn(t *testing.T, a *appRelay, text string, timeout time.Duration) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if w := warned(t, a, text); len(w) > 0 {
+			return w[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s the relay has not warned %q; its log:\n%s", timeout, text, a.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// metric reads one sample from the relay's /metrics.
+func (a *appRelay) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	v, ok := value(a.scrape(t), name)
+	if !ok {
+		t.Fatalf("/metrics has no %s", name)
+	}
+	return v
+}
+
+// waitMetric waits until ok(the sample of name) holds, and returns it.
+func (a *appRelay) waitMetric(t *testing.T, name string, timeout time.Duration, what string, ok func(float64) bool) float64 {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := a.metric(t, name)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %s = %v; want %s", timeout, name, v, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDeadConnCDCMidStream drops every open connection to PostgreSQL
+// silently while 10,000 events stream: the relay notices the silence on the
+// replication stream within cdc.receive_timeout, says so at WARN with how
+// long the server was silent, counts a restart, reconnects on its own, and
+// every event reaches Kafka in order per aggregate.
+func TestDeadConnCDCMidStream(t *testing.T) {
+	e := newDeadConnEnv(t)
+	a := e.start(t, "cdc", nil)
+	ctx := context.Background()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
+
+	c.readAtLeast(ctx, t, 1500, time.Minute)
+	dropped := e.proxy.drop()
+	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
+	w := waitWarn(t, a, "the replication connection is dead", 30*time.Second)
+	silent, err := time.ParseDuration(w["silent_for"].(string))
+	if err != nil || silent < 2*time.Second {
+		t.Errorf("the WARN says the server was silent for %v (%v); want at least cdc.receive_timeout, 2s: %v", w["silent_for"], err, w)
+	}
+
+	<-written
+	rows := readRows(ctx, t, e.pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
+		t.Errorf("source_restarts_total = %v after the dead connection, want at least 1", n)
+	}
+	a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "1 once streaming again", func(v float64) bool { return v == 1 })
+	a.waitStatus(t, "/healthz", http.StatusOK, 10*time.Second)
+	a.stop(t)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events (%d repeats, at least once)", rep.records, len(rows), rep.duplicates)
+	checkLog(t, a.logs.String(), false)
+}
+
+// TestDeadConnCDCIdle drops the connections while the outbox is idle:
+// nothing flows, yet the relay notices, because every status update asks
+// the server for an answer; the events committed afterwards arrive.
+func TestDeadConnCDCIdle(t *testing.T) {
+	e := newDeadConnEnv(t)
+	a := e.start(t, "cdc", nil)
+	ctx := context.Background()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
+	w.write(ctx, t, e.pool)
+	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
+
+	e.proxy.drop()
+	waitWarn(t, a, "the replication connection is dead", 30*time.Second)
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	w2 := w
+	w2.seqBase = 100 / 10
+	w2.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
+		t.Errorf("source_restarts_total = %v after the dead connection, want at least 1", n)
+	}
+	a.stop(t)
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+}
+
+// TestDeadConnPollTwoInstances drops every open connection of two polling
+// relays mid-stream: a claim or mark on a dead connection fails within
+// postgres.query_timeout, each relay says so at WARN and claims again on a
+// fresh connection; the server ends the dead sessions' transactions after
+// idle_in_transaction_session_timeout, which frees their rows; every event
+// arrives, each aggregate in order.
+func TestDeadConnPollTwoInstances(t *testing.T) {
+	e := newDeadConnEnv(t)
+	execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
+	relays := []*appRelay{e.start(t, "poll", nil), e.start(t, "poll", nil)}
+	ctx := context.Background()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
+
+	c.readAtLeast(ctx, t, 1500, time.Minute)
+	dropped := e.proxy.drop()
+	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
+	<-written
+	rows := readRows(ctx, t, e.pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	warnings := 0
+	for _, a := range relays {
+		warnings += len(warned(t, a, "the claiming connection is dead"))
+	}
+	if warnings == 0 {
+		t.Errorf("neither relay warned that its claiming connection is dead")
+	}
+	for i, a := range relays {
+		if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
+			t.Logf("relay %d: source_restarts_total = %v (it had no claim in hand when the connections dropped)", i, n)
+		}
+		a.stop(t)
+	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events (%d repeats, at least once)", rep.records, len(rows), rep.duplicates)
+	if left := countRows(t, e.pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
+		t.Errorf("%d rows left unpublished", left)
+	}
+}
+
+// TestDeadConnFreeze holds all traffic to PostgreSQL for 20 seconds while
+// events are written, then lets it go: whatever the relay made of the
+// silence meanwhile, nothing is lost and order holds.
+func TestDeadConnFreeze(t *testing.T) {
+	e := newDeadConnEnv(t)
+	a := e.start(t, "cdc", nil)
+	ctx := context.Background()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	written := workload{table: "outbox", writers: 2, aggregates: 20, events: 4000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
+	c.readAtLeast(ctx, t, 500, time.Minute)
+	e.proxy.freeze()
+	time.Sleep(20 * time.Second)
+	e.proxy.thaw()
+	<-written
+	rows := readRows(ctx, t, e.pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	a.stop(t)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events (%d repeats, at least once); dead-connection warnings: %d",
+		rep.records, len(rows), rep.duplicates, len(warned(t, a, "the replication connection is dead")))
+}
+
+// TestDeadConnUnreachable makes PostgreSQL unreachable, as seen from the
+// relay, for longer than http.live_stall_timeout while events are
+// committed: source_up drops to 0, the oldest unpublished event's age grows
+// though the relay never received them, /healthz fails saying the source
+// has not been connected, and once PostgreSQL is reachable again the relay
+// streams, /healthz passes and every event arrives.
+func TestDeadConnUnreachable(t *testing.T) {
+	e := newDeadConnEnv(t)
+	a := e.start(t, "cdc", nil)
+	ctx := context.Background()
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
+	w.write(ctx, t, e.pool)
+	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
+
+	e.proxy.unreachable()
+	// Committed while the relay cannot see the database.
+	w2 := w
+	w2.seqBase = 100 / 10
+	w2.write(ctx, t, e.pool)
+	waitWarn(t, a, "the replication connection is dead", 30*time.Second)
+	a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "0 while the source reconnects", func(v float64) bool { return v == 0 })
+	body := a.waitStatus(t, "/healthz", http.StatusServiceUnavailable, 30*time.Second, "connected", "the source has not been connected for")
+	t.Logf("/healthz while unreachable: %s", body)
+	// The probe's own connection goes through the proxy too: the age is
+	// measured from what it saw of the slot before the database vanished
+	// from view, and shows only if it saw the slot behind; with the probe
+	// cut off it cannot grow, so this only reports.
+	t.Logf("oldest unpublished event age while unreachable: %vs", a.metric(t, "outboxrelay_oldest_unpublished_event_age_seconds"))
+
+	e.proxy.restore()
+	a.waitStatus(t, "/healthz", http.StatusOK, time.Minute)
+	a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+	rows := readRows(ctx, t, e.pool, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	a.stop(t)
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+}
+
+// TestDeadConnStandbyTakesOver starts a second CDC source on a slot the
+// first streams from, as a relay reconnecting while the server still keeps
+// its old session would: the second says once, at INFO, that it waits for
+// the slot and for which PID, with no WARN per look; when the first stops
+// it takes over on its own, and together they relay every event in order.
+func TestDeadConnStandbyTakesOver(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	name := uniqueName(t)
+	ctx := context.Background()
+	cfg := cdc.Config{URL: url, Table: "public.outbox", Slot: name, Publication: name}
+	first := startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
+	// The walsender's PID: the slot is also active, briefly, in the
+	// session that creates it.
+	var holder int32
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := pool.QueryRow(ctx, `SELECT s.active_pid FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`, name).Scan(&holder)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no walsender streams from slot %s after 30s: %v", name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	var logs syncBuffer
+	cfg.StatusInterval = 100 * time.Millisecond
+	second, err := cdc.New(cfg, cdc.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby := startRelay(t, second, brokers, connector.RunnerConfig{}, sink.Config{})
+	waitLog := func(text string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(logs.String(), text) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 30s the standby has not logged %q:\n%s", text, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLog("another session holds the replication slot")
+	c := newCollector(t, brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200}
+	w.write(ctx, t, pool)
+	c.waitFor(t, readRows(ctx, t, pool, "outbox"), time.Minute)
+	// Several looks later, still said once.
+	time.Sleep(3 * time.Second)
+	if n := strings.Count(logs.String(), "another session holds the replication slot"); n != 1 {
+		t.Errorf("the standby said %d times that it waits; want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), fmt.Sprintf("holder_pid=%d", holder)) {
+		t.Errorf("the standby's log does not name the holder, PID %d:\n%s", holder, logs.String())
+	}
+
+	stopped := time.Now()
+	first.stop(t)
+	waitLog("replication started")
+	t.Logf("the standby streams %s after the first relay stopped", time.Since(stopped).Round(10*time.Millisecond))
+	w2 := w
+	w2.seqBase = 200 / 10
+	w2.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	standby.stop(t)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events (%d repeats)", rep.records, len(rows), rep.duplicates)
+	if strings.Contains(logs.String(), "level=WARN") || strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the standby logged warnings or errors while it waited:\n%s", logs.String())
+	}
+}
