@@ -204,3 +204,78 @@ func (p *faultProxy) close() {
 		}
 	}
 }
+
+// faultListener wraps a broker's listener (kfake.ListenFn) so that its
+// connections can be silenced the way faultProxy silences PostgreSQL's:
+// after drop, every connection accepted so far swallows what it is sent
+// and answers nothing, while connections accepted later work.
+type faultListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*faultConn
+}
+
+func (l *faultListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	fc := &faultConn{Conn: c, silenced: make(chan struct{})}
+	l.mu.Lock()
+	l.conns = append(l.conns, fc)
+	l.mu.Unlock()
+	return fc, nil
+}
+
+// drop silences every connection accepted so far and returns how many.
+func (l *faultListener) drop() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.silence()
+	}
+	n := len(l.conns)
+	l.conns = nil
+	return n
+}
+
+type faultConn struct {
+	net.Conn
+	once     sync.Once
+	silenced chan struct{}
+}
+
+func (c *faultConn) silence() { c.once.Do(func() { close(c.silenced) }) }
+
+func (c *faultConn) isSilenced() bool {
+	select {
+	case <-c.silenced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Read hands the broker what the client sends until the connection is
+// silenced; from then on the client's bytes are swallowed, and the broker
+// waits for a request that never comes.
+func (c *faultConn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if !c.isSilenced() {
+			return n, err
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Write lets the broker's answers through until the connection is
+// silenced; from then on they vanish.
+func (c *faultConn) Write(p []byte) (int, error) {
+	if c.isSilenced() {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,6 +50,12 @@ func WithClientOptions(opts ...kgo.Opt) Option {
 	return func(o *options) { o.kgos = append(o.kgos, opts...) }
 }
 
+// The Kafka client's bounds on a silent broker connection (see New).
+const (
+	produceRequestTimeout  = 5 * time.Second
+	requestTimeoutOverhead = 5 * time.Second
+)
+
 // New returns a sink for cfg. It does not contact the brokers; the first
 // Publish does.
 func New(cfg Config, opts ...Option) (*Sink, error) {
@@ -81,6 +88,16 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		// restarts the relay from its checkpoint, in order.
 		kgo.StopProducerOnDataLossDetected(),
 		kgo.AllowAutoTopicCreation(),
+		// A connection to a broker that went silent (a NAT or firewall
+		// forgot it) is only noticed when a request's read deadline
+		// passes: for a produce request, the broker's own timeout plus
+		// this overhead, 10s and 10s by default. That held the relay up for
+		// about 20s after a silent drop (integration/deadconn_test.go);
+		// 5s and 5s halve it. A broker that cannot get its replicas'
+		// acknowledgements within 5s answers with a timeout error, which
+		// kgo retries on the same connection: no spurious reconnect.
+		kgo.ProduceRequestTimeout(produceRequestTimeout),
+		kgo.RequestTimeoutOverhead(requestTimeoutOverhead),
 	)
 	lim := &limits{fixed: cfg.MaxRecordBytes}
 	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
