@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -426,4 +428,87 @@ func TestDeadConnKafkaSilentDrop(t *testing.T) {
 	c.settle(300 * time.Millisecond)
 	rep := c.check(t, rows, partitions)
 	t.Logf("%d records for %d events (%d repeats, at least once)", rep.records, len(rows), rep.duplicates)
+}
+
+// TestDeadConnSlotHeldOldestAgeGrows: another session holds the slot and
+// confirms nothing, as the server's leftover session of a relay whose
+// connection died does until the server notices. The relay waits as a
+// standby: /readyz fails, /healthz passes (waiting is what it should do),
+// source_up is 0, and the oldest unpublished event's age grows from what
+// PostgreSQL says of the slot, though the relay holds none of the events.
+// Once the holder goes, the relay takes over and every event arrives.
+func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	name := uniqueName(t)
+	ctx := context.Background()
+	for _, sql := range []string{
+		`CREATE PUBLICATION ` + name + ` FOR TABLE outbox WITH (publish = 'insert')`,
+		`SELECT pg_create_logical_replication_slot('` + name + `', 'pgoutput')`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	holderCfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderCfg.RuntimeParams["replication"] = "database"
+	holder, err := pgconn.ConnectConfig(ctx, holderCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if err := pglogrepl.StartReplication(ctx, holder, name, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + name + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startApp(t, map[string]string{
+		"postgres.url":        url,
+		"outbox.table":        "public.outbox",
+		"cdc.slot":            name,
+		"cdc.publication":     name,
+		"cdc.status_interval": "500ms",
+		"cdc.receive_timeout": "2s",
+		"kafka.brokers":       strings.Join(brokers, ","),
+		"http.listen":         "127.0.0.1:0",
+		"log.level":           "info",
+	})
+	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, 30*time.Second, "source: the source waits for another session to let go of the replication slot")
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200}
+	w.write(ctx, t, pool)
+	age := a.waitMetric(t, "outboxrelay_oldest_unpublished_event_age_seconds", 30*time.Second, "at least 3s while the slot stands still",
+		func(v float64) bool { return v >= 3 })
+	t.Logf("oldest unpublished event age while the slot is held: %vs", age)
+	if status, body := a.get(t, "/healthz"); status != http.StatusOK {
+		t.Errorf("GET /healthz while waiting for the slot = %d, want 200:\n%s", status, body)
+	}
+	if up := a.metric(t, "outboxrelay_source_up"); up != 0 {
+		t.Errorf("source_up = %v while waiting for the slot, want 0", up)
+	}
+	if n := strings.Count(a.logs.String(), "another session holds the replication slot"); n != 1 {
+		t.Errorf("the relay said %d times that it waits for the slot; want once", n)
+	}
+
+	holder.Close(ctx)
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	rows := readRows(ctx, t, pool, "outbox")
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.waitFor(t, rows, time.Minute)
+	a.waitMetric(t, "outboxrelay_oldest_unpublished_event_age_seconds", 30*time.Second, "0 once everything is published",
+		func(v float64) bool { return v == 0 })
+	a.waitMetric(t, "outboxrelay_source_up", 10*time.Second, "1 once streaming", func(v float64) bool { return v == 1 })
+	a.stop(t)
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+	for _, l := range warned(t, a, "") {
+		if l["component"] == "cdc" || l["component"] == "runner" {
+			t.Errorf("the relay warned while it waited for the slot: %v", l)
+		}
+	}
 }
