@@ -42,7 +42,7 @@ type Postgres struct {
 	Keepalive      time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection." default:"10s"`
 	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data may stay unacknowledged before the kernel ends the connection." default:"30s"`
 	ConnectTimeout time.Duration `yaml:"connect_timeout" doc:"Bound on opening a PostgreSQL connection, authentication included, unless postgres.url sets connect_timeout." default:"10s"`
-	QueryTimeout   time.Duration `yaml:"query_timeout" doc:"Bound on every PostgreSQL round trip other than the replication stream (a claim, a mark, a probe, a heartbeat); a connection that does not answer in time is closed and replaced." default:"30s"`
+	QueryTimeout   time.Duration `yaml:"query_timeout" doc:"Bound on PostgreSQL round trips other than the replication stream (the poller's claims, marks and retention, the CDC setup and slot queries); a connection that does not answer in time is closed and replaced. The poller's claiming session also gets idle_in_transaction_session_timeout of four times it." default:"30s"`
 }
 
 // Network is the bounds on silent connections every PostgreSQL user of
@@ -71,7 +71,7 @@ type CDC struct {
 	MaxBatchEvents    int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
 	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
-	ReceiveTimeout    time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. Keep the server's wal_sender_timeout at or below it." default:"30s (at least 3 × cdc.status_interval)"`
+	ReceiveTimeout    time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
 }
 
 // Kafka is the producer.

@@ -30,8 +30,10 @@ type Network struct {
 	// ConnectTimeout bounds opening a connection, authentication included,
 	// unless the connection string sets connect_timeout. Default 10s.
 	ConnectTimeout time.Duration
-	// QueryTimeout bounds every round trip that is not the replication
-	// stream: a claim, a mark, a probe, a heartbeat. Default 30s.
+	// QueryTimeout bounds round trips that are not the replication
+	// stream: the poller's claims, marks and retention, the CDC source's
+	// setup and slot queries. (The metrics probe and the heartbeat have
+	// bounds of their own.) Default 30s.
 	QueryTimeout time.Duration
 }
 
