@@ -243,6 +243,8 @@ func TestDeadConnPollTwoInstances(t *testing.T) {
 // events are written, then lets it go: whatever the relay made of the
 // silence meanwhile, nothing is lost and order holds.
 func TestDeadConnFreeze(t *testing.T) {
+	// Mostly waiting: it shares its time with the other waiting tests.
+	t.Parallel()
 	e := newDeadConnEnv(t)
 	a := e.start(t, "cdc", nil)
 	ctx := context.Background()
@@ -270,6 +272,8 @@ func TestDeadConnFreeze(t *testing.T) {
 // has not been connected, and once PostgreSQL is reachable again the relay
 // streams, /healthz passes and every event arrives.
 func TestDeadConnUnreachable(t *testing.T) {
+	// Mostly waiting: it shares its time with the other waiting tests.
+	t.Parallel()
 	e := newDeadConnEnv(t)
 	a := e.start(t, "cdc", nil)
 	ctx := context.Background()
@@ -438,6 +442,8 @@ func TestDeadConnKafkaSilentDrop(t *testing.T) {
 // PostgreSQL says of the slot, though the relay holds none of the events.
 // Once the holder goes, the relay takes over and every event arrives.
 func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
+	// Mostly waiting: it shares its time with the other waiting tests.
+	t.Parallel()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	createOutbox(t, pool, "outbox")
