@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
@@ -203,7 +204,9 @@ func TestDeadConnCDCIdle(t *testing.T) {
 // postgres.query_timeout, each relay says so at WARN and claims again on a
 // fresh connection; the server ends the dead sessions' transactions after
 // idle_in_transaction_session_timeout, which frees their rows; every event
-// arrives, each aggregate in order.
+// arrives, each aggregate in order. (The silent listening connections go
+// with the restart; a listener that dies alone is found out by its own
+// check, which this proxy cannot single out.)
 func TestDeadConnPollTwoInstances(t *testing.T) {
 	e := newDeadConnEnv(t)
 	execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
@@ -516,5 +519,55 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 		if l["component"] == "cdc" || l["component"] == "runner" {
 			t.Errorf("the relay warned while it waited for the slot: %v", l)
 		}
+	}
+}
+
+// TestDeadConnPollListenerAlone silences only the poller's listening
+// connection (the second it opens, after the claiming one). Nothing fails
+// on it, and no notification comes: after a quiet query timeout the poller
+// checks it with a round trip, warns that it lost it, and listens on a new
+// one, while the claims go on polling; every event arrives.
+func TestDeadConnPollListenerAlone(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	proxy, viaProxy := newFaultProxy(t, url)
+	var logs syncBuffer
+	cfg := poller.Config{URL: viaProxy, Table: "public.outbox", Network: pgsql.Network{QueryTimeout: time.Second}}
+	cfg.Interval, cfg.MaxInterval = 50*time.Millisecond, 500*time.Millisecond
+	execSQL(t, url, poller.DDL(cfg))
+	src, err := poller.New(cfg, poller.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRelay(t, src, brokers, connector.RunnerConfig{}, sink.Config{})
+	deadline := time.Now().Add(30 * time.Second)
+	for proxy.count() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the poller opened %d connections in 30s, want its claiming and listening ones", proxy.count())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !proxy.dropNth(1) {
+		t.Fatal("the listening connection is already closed")
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "lost the listening connection") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s the poller has not noticed its silent listening connection:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx := context.Background()
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200}
+	w.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.waitFor(t, rows, time.Minute)
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+	if left := countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
+		t.Errorf("%d rows left unpublished", left)
 	}
 }

@@ -27,6 +27,7 @@ type faultProxy struct {
 
 	mu        sync.Mutex
 	conns     map[*proxiedConn]struct{}
+	accepted  int
 	blackhole bool
 	frozen    bool
 	thawed    *sync.Cond
@@ -35,6 +36,7 @@ type faultProxy struct {
 
 type proxiedConn struct {
 	client, server net.Conn
+	seq            int  // 0 for the first connection accepted, 1 for the next...
 	dropped        bool // under faultProxy.mu
 }
 
@@ -78,6 +80,8 @@ func (p *faultProxy) serve(client net.Conn) {
 		return
 	}
 	pc.dropped = p.blackhole
+	pc.seq = p.accepted
+	p.accepted++
 	p.conns[pc] = struct{}{}
 	p.mu.Unlock()
 	if pc.dropped {
@@ -152,6 +156,28 @@ func (p *faultProxy) drop() int {
 	}
 	p.thawed.Broadcast()
 	return len(p.conns)
+}
+
+// dropNth silences the n-th connection the proxy accepted (from 0), if it
+// is still open, and reports whether it was.
+func (p *faultProxy) dropNth(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pc := range p.conns {
+		if pc.seq == n {
+			pc.dropped = true
+			p.thawed.Broadcast()
+			return true
+		}
+	}
+	return false
+}
+
+// count is how many connections the proxy has accepted.
+func (p *faultProxy) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
 }
 
 // unreachable drops every connection and leaves new ones unanswered until

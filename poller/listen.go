@@ -63,7 +63,9 @@ func (l *listener) connect(ctx context.Context) error {
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		  AND classid = %[1]d::oid AND objid <> %[2]d::oid;
 		LISTEN %[3]s`, s.memberKey, s.cfg.Buckets, s.n.channel)
-	results, err := conn.Exec(ctx, check).ReadAll()
+	qctx, cancel := s.cfg.Network.Query(ctx)
+	results, err := conn.Exec(qctx, check).ReadAll()
+	cancel()
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return classify("take the member lock and listen", err)
@@ -112,9 +114,22 @@ func (l *listener) run(ctx context.Context, fatal chan<- error) {
 			wait = s.cfg.Interval
 			l.notify() // rows may have come while nobody listened
 		}
-		err := l.conn.WaitForNotification(ctx)
+		// A connection that died without a word delivers no more
+		// notifications and no error either: after a quiet query timeout,
+		// a round trip tells a quiet table from a dead connection.
+		waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Network.QueryTimeout)
+		err := l.conn.WaitForNotification(waitCtx)
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if err != nil && pgconn.Timeout(err) {
+			pingCtx, cancel := s.cfg.Network.Query(ctx)
+			_, err = l.conn.Exec(pingCtx, "SELECT 1").ReadAll()
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		if err != nil {
 			s.log.Warn("lost the listening connection; polling until it is back", "err", err)
