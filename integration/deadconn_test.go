@@ -270,44 +270,54 @@ func TestDeadConnFreeze(t *testing.T) {
 
 // TestDeadConnUnreachable makes PostgreSQL unreachable, as seen from the
 // relay, for longer than http.live_stall_timeout while events are
-// committed: source_up drops to 0, the oldest unpublished event's age grows
-// though the relay never received them, /healthz fails saying the source
-// has not been connected, and once PostgreSQL is reachable again the relay
-// streams, /healthz passes and every event arrives.
+// committed, for each source: the relay warns of the dead connection,
+// source_up drops to 0, /healthz fails saying the source has not been
+// connected, and once PostgreSQL is reachable again the relay works,
+// /healthz passes and every event arrives in order.
 func TestDeadConnUnreachable(t *testing.T) {
 	// Mostly waiting: it shares its time with the other waiting tests.
 	t.Parallel()
-	e := newDeadConnEnv(t)
-	a := e.start(t, "cdc", nil)
-	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
-	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
-	w.write(ctx, t, e.pool)
-	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
+	for _, tc := range []struct{ source, warning string }{
+		{"cdc", "the replication connection is dead"},
+		{"poll", "the claiming connection is dead"},
+	} {
+		t.Run(tc.source, func(t *testing.T) {
+			t.Parallel()
+			e := newDeadConnEnv(t)
+			if tc.source == "poll" {
+				execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
+			}
+			a := e.start(t, tc.source, nil)
+			ctx := context.Background()
+			c := newCollector(t, e.brokers, "outbox.event.order")
+			w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
+			w.write(ctx, t, e.pool)
+			c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
 
-	e.proxy.unreachable()
-	// Committed while the relay cannot see the database.
-	w2 := w
-	w2.seqBase = 100 / 10
-	w2.write(ctx, t, e.pool)
-	waitWarn(t, a, "the replication connection is dead", 30*time.Second)
-	a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "0 while the source reconnects", func(v float64) bool { return v == 0 })
-	body := a.waitStatus(t, "/healthz", http.StatusServiceUnavailable, 30*time.Second, "connected", "the source has not been connected for")
-	t.Logf("/healthz while unreachable: %s", body)
-	// The probe's own connection goes through the proxy too: the age is
-	// measured from what it saw of the slot before the database vanished
-	// from view, and shows only if it saw the slot behind; with the probe
-	// cut off it cannot grow, so this only reports.
-	t.Logf("oldest unpublished event age while unreachable: %vs", a.metric(t, "outboxrelay_oldest_unpublished_event_age_seconds"))
+			e.proxy.unreachable()
+			// Committed while the relay cannot see the database.
+			w2 := w
+			w2.seqBase = 100 / 10
+			w2.write(ctx, t, e.pool)
+			waitWarn(t, a, tc.warning, 30*time.Second)
+			a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "0 while the source reconnects", func(v float64) bool { return v == 0 })
+			body := a.waitStatus(t, "/healthz", http.StatusServiceUnavailable, 30*time.Second, "connected", "the source has not been connected for")
+			t.Logf("/healthz while unreachable: %s", body)
+			// The probe reaches the database through the proxy too, so it
+			// cannot see the slot stand still here (see
+			// TestDeadConnSlotHeldOldestAgeGrows for that).
 
-	e.proxy.restore()
-	a.waitStatus(t, "/healthz", http.StatusOK, time.Minute)
-	a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
-	rows := readRows(ctx, t, e.pool, "outbox")
-	c.waitFor(t, rows, time.Minute)
-	a.stop(t)
-	c.settle(300 * time.Millisecond)
-	c.check(t, rows, partitions)
+			e.proxy.restore()
+			a.waitStatus(t, "/healthz", http.StatusOK, time.Minute)
+			a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+			a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "1 once connected again", func(v float64) bool { return v == 1 })
+			rows := readRows(ctx, t, e.pool, "outbox")
+			c.waitFor(t, rows, time.Minute)
+			a.stop(t)
+			c.settle(300 * time.Millisecond)
+			c.check(t, rows, partitions)
+		})
+	}
 }
 
 // TestDeadConnStandbyTakesOver starts a second CDC source on a slot the

@@ -32,6 +32,8 @@ type Source struct {
 
 	delivered    atomic.Int64
 	deadLettered atomic.Int64
+	// polling is true while Run is connected and claiming.
+	polling atomic.Bool
 
 	// failedID is the event whose failed attempt was last recorded, so
 	// that Retries can tell the runner's error apart from others.
@@ -76,6 +78,11 @@ func lockKey(s string) int32 {
 // Delivered counts the events that Kafka acknowledged and this source then
 // marked published or deleted.
 func (s *Source) Delivered() int64 { return s.delivered.Load() }
+
+// Streaming reports whether the source is connected and claiming; while
+// it connects, or after it lost its connection, it is not. A poller is
+// never a standby: instances share the table.
+func (s *Source) Streaming() (streaming, standby bool) { return s.polling.Load(), false }
 
 // DeadLettered counts the rows this source moved to the dead-letter table.
 func (s *Source) DeadLettered() int64 { return s.deadLettered.Load() }
@@ -147,6 +154,8 @@ func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
 
 	s.log.Info("polling started", "table", s.cfg.Table, "mode", s.cfg.Mode, "buckets", s.cfg.Buckets,
 		"notify_channel", s.cfg.NotifyChannel, "trigger", meta.hasTrigger)
+	s.polling.Store(true)
+	defer s.polling.Store(false)
 	c := &claimer{src: s, conn: conn, meta: meta, out: out}
 	return s.loop(ctx, c, wake, fatal)
 }

@@ -18,7 +18,7 @@ var (
 	backlogDesc = prometheus.NewDesc(Namespace+"_unpublished_events",
 		"Outbox rows not yet published (poller only).", nil, nil)
 	sourceUpDesc = prometheus.NewDesc(Namespace+"_source_up",
-		"1 while the source runs and, for cdc, streams from its slot; 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
+		"1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
 	confirmedDesc = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",

@@ -285,7 +285,7 @@ func TestSourceCountsBatchesAndRestarts(t *testing.T) {
 # HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).
 # TYPE outboxrelay_skipped_changes_total counter
 outboxrelay_skipped_changes_total 7
-# HELP outboxrelay_source_up 1 while the source runs and, for cdc, streams from its slot; 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.
+# HELP outboxrelay_source_up 1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.
 # TYPE outboxrelay_source_up gauge
 outboxrelay_source_up 0
 `
