@@ -77,9 +77,7 @@ func (e *deadConnEnv) start(t *testing.T, source string, extra map[string]string
 	for k, v := range extra {
 		env[k] = v
 	}
-	a := startApp(t, env)
-	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
-	return a
+	return startApp(t, env)
 }
 
 // warned returns the WARN lines of the relay's log that contain text.
@@ -487,7 +485,7 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := startApp(t, map[string]string{
+	a := launchApp(t, map[string]string{
 		"postgres.url":        url,
 		"outbox.table":        "public.outbox",
 		"cdc.slot":            name,

@@ -49,6 +49,16 @@ type appRelay struct {
 // captured by design, and TestRelayOverTLSAndSCRAM saw "26 of 40".)
 func startApp(t *testing.T, env map[string]string) *appRelay {
 	t.Helper()
+	a := launchApp(t, env)
+	a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+	return a
+}
+
+// launchApp is startApp without the wait for /readyz, for a test of a
+// relay that is not meant to be ready yet (waiting for a held slot, say):
+// it returns once the HTTP endpoint listens.
+func launchApp(t *testing.T, env map[string]string) *appRelay {
+	t.Helper()
 	var environ []string
 	for k, v := range env {
 		environ = append(environ, config.EnvName(k)+"="+v)
@@ -84,7 +94,6 @@ func startApp(t *testing.T, env map[string]string) *appRelay {
 			t.Fatalf("the relay never logged its HTTP address:\n%s", a.logs.String())
 		}
 	}
-	a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
 	return a
 }
 
