@@ -158,19 +158,30 @@ func (p *faultProxy) drop() int {
 	return len(p.conns)
 }
 
-// dropNth silences the n-th connection the proxy accepted (from 0), if it
-// is still open, and reports whether it was.
-func (p *faultProxy) dropNth(n int) bool {
+// dropNewest silences the open connection the proxy accepted last, and
+// reports which (its sequence number) and whether there was one.
+func (p *faultProxy) dropNewest() (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var newest *proxiedConn
 	for pc := range p.conns {
-		if pc.seq == n {
-			pc.dropped = true
-			p.thawed.Broadcast()
-			return true
+		if newest == nil || pc.seq > newest.seq {
+			newest = pc
 		}
 	}
-	return false
+	if newest == nil {
+		return 0, false
+	}
+	newest.dropped = true
+	p.thawed.Broadcast()
+	return newest.seq, true
+}
+
+// open is how many of the connections the proxy accepted are open.
+func (p *faultProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
 }
 
 // count is how many connections the proxy has accepted.

@@ -256,12 +256,17 @@ func TestOpsMetrics(t *testing.T) {
 	newCollector(t, brokers, "outbox.event.order").waitFor(t, rows, time.Minute)
 
 	// The consumer may read a record before the producer has the broker's
-	// answer; the count catches up at once.
+	// answer, and the batch's acknowledgement (which empties in-flight and
+	// the oldest age) comes after the records' own; the figures catch up
+	// at once. Wait for all of them, then check every one below.
 	var mfs map[string]*dto.MetricFamily
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mfs = a.scrape(t)
-		if n, _ := value(mfs, "outboxrelay_events_published_total", "topic", "outbox.event.order"); n == events || time.Now().After(deadline) {
+		n, _ := value(mfs, "outboxrelay_events_published_total", "topic", "outbox.event.order")
+		inFlight, _ := value(mfs, "outboxrelay_events_in_flight")
+		age, _ := value(mfs, "outboxrelay_oldest_unpublished_event_age_seconds")
+		if (n == events && inFlight == 0 && age == 0) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
