@@ -49,9 +49,23 @@ type Config struct {
 	// longer than that. Default 30s, or three status intervals if that is
 	// longer.
 	ReceiveTimeout time.Duration `yaml:"receive_timeout"`
+	// OnSlotLoss is what the source does when its slot is gone or
+	// invalidated while it knows a position in it (it streamed from the
+	// slot before, in this process), or when the slot is invalidated
+	// (wal_status lost): events committed since may be missing. "fail"
+	// stops with an error that says what happened and what to do;
+	// "recreate" logs the gap at ERROR, counts it, creates a new slot and
+	// goes on. Default "fail".
+	OnSlotLoss string `yaml:"on_slot_loss"`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network
 }
+
+// What OnSlotLoss may be.
+const (
+	SlotLossFail     = "fail"
+	SlotLossRecreate = "recreate"
+)
 
 func (c *Config) SetDefaults() {
 	if c.Table == "" {
@@ -75,6 +89,9 @@ func (c *Config) SetDefaults() {
 		c.ReceiveTimeout = max(30*time.Second, 3*c.StatusInterval)
 	}
 	c.Network.SetDefaults()
+	if c.OnSlotLoss == "" {
+		c.OnSlotLoss = SlotLossFail
+	}
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = 1000
 	}
@@ -114,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Network.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.OnSlotLoss != SlotLossFail && c.OnSlotLoss != SlotLossRecreate {
+		errs = append(errs, fmt.Errorf("cdc.on_slot_loss: %q is neither %q nor %q", c.OnSlotLoss, SlotLossFail, SlotLossRecreate))
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))

@@ -212,21 +212,18 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 }
 
 func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
-	var plugin, database string
+	var plugin, database, walStatus string
 	var confirmed *string
-	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`,
-		s.cfg.Slot).Scan(&plugin, &database, &confirmed)
+	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, '')
+		FROM pg_replication_slots WHERE slot_name = $1`,
+		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var lsn string
-		err = conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, s.cfg.Slot).Scan(&lsn)
-		if isDuplicate(err) {
-			return s.ensureSlot(ctx, conn)
+		if s.hadSlot.Load() {
+			if err := s.slotLost(fmt.Sprintf("replication slot %q is gone", s.cfg.Slot), causeDropped); err != nil {
+				return 0, err
+			}
 		}
-		if err != nil {
-			return 0, classify("create the replication slot", err)
-		}
-		s.log.Info("created replication slot", "slot", s.cfg.Slot, "lsn", lsn)
-		return pglogrepl.ParseLSN(lsn)
+		return s.createSlot(ctx, conn)
 	}
 	if err != nil {
 		return 0, classify("look up the replication slot", err)
@@ -237,10 +234,37 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN,
 	if database != conn.Config().Database {
 		return 0, connector.Permanent(fmt.Errorf("replication slot %q belongs to database %q, not %q: use another cdc.slot", s.cfg.Slot, database, conn.Config().Database))
 	}
+	if walStatus == "lost" {
+		if err := s.slotLost(fmt.Sprintf("replication slot %q is invalidated (wal_status lost)", s.cfg.Slot), causeInvalidated); err != nil {
+			return 0, err
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
+			return 0, classify("drop the invalidated replication slot", err)
+		}
+		return s.createSlot(ctx, conn)
+	}
+	s.hadSlot.Store(true)
 	if confirmed == nil {
 		return 0, nil
 	}
 	return pglogrepl.ParseLSN(*confirmed)
+}
+
+// createSlot creates the slot, which captures what commits from now on.
+func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
+	var lsn string
+	err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, s.cfg.Slot).Scan(&lsn)
+	if isDuplicate(err) {
+		// Another relay created it first.
+		return s.ensureSlot(ctx, conn)
+	}
+	if err != nil {
+		return 0, classify("create the replication slot", err)
+	}
+	s.hadSlot.Store(true)
+	s.log.Info("created replication slot", "slot", s.cfg.Slot, "lsn", lsn)
+	s.warnRowsBefore(ctx, conn)
+	return pglogrepl.ParseLSN(lsn)
 }
 
 func isDuplicate(err error) bool {

@@ -36,6 +36,16 @@ type Source struct {
 
 	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
 
+	// published is the commit time (Unix ns) of the last transaction with
+	// events that Kafka has acknowledged, for the message after a slot
+	// loss: the rows committed after it are the ones to look at.
+	published atomic.Int64
+	// hadSlot: the source has seen its slot in this process, so a slot
+	// gone since is a loss, not a first start (slotloss.go).
+	hadSlot atomic.Bool
+	// slotLosses counts the slot losses detected (slotloss.go).
+	slotLosses atomic.Int64
+
 	// state is a sourceState: whether Run streams, waits for the slot,
 	// or neither. Run sets it; scrapes and probes read it.
 	state atomic.Int32
@@ -409,10 +419,11 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 			st.emitted = max(st.emitted, end)
 			return nil
 		}
-		src := st.src
+		src, committed := st.src, st.commitTime.UnixNano()
 		if err := st.emit(ctx, func(err error) {
 			if err == nil {
 				src.advance(end)
+				src.published.Store(committed)
 			}
 		}); err != nil {
 			return err

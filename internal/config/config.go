@@ -72,6 +72,7 @@ type CDC struct {
 	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
 	ReceiveTimeout    time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
+	OnSlotLoss        string        `yaml:"on_slot_loss" doc:"What to do when the slot is gone or invalidated while the relay knows its position in it (events committed meanwhile may be missing): fail stops with an error saying what happened and what to do; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, creates a new slot and goes on." default:"fail"`
 }
 
 // Kafka is the producer.
@@ -256,6 +257,7 @@ func (c *Config) CDCConfig() cdc.Config {
 		MaxBatchBytes:     c.CDC.MaxBatchBytes,
 		HeartbeatInterval: c.CDC.HeartbeatInterval,
 		ReceiveTimeout:    c.CDC.ReceiveTimeout,
+		OnSlotLoss:        c.CDC.OnSlotLoss,
 		Network:           c.Postgres.Network(),
 	}
 }

@@ -21,6 +21,8 @@ var (
 		"1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
+	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total",
+		"Replication slots found gone or invalidated while the relay knew its position in them: events committed in between may be missing (cdc.on_slot_loss).", nil, nil)
 	confirmedDesc = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
 		"The LSN up to which Kafka has acknowledged everything, as a number; the relay confirms it to the replication slot (cdc only).", nil, nil)
 	backlogErrDesc = prometheus.NewDesc(Namespace+"_backlog_query_errors",
@@ -32,7 +34,7 @@ var (
 type relayCollector struct{ m *Metrics }
 
 func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, skippedDesc, confirmedDesc, backlogErrDesc} {
+	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, skippedDesc, slotLossesDesc, confirmedDesc, backlogErrDesc} {
 		ch <- d
 	}
 }
@@ -86,6 +88,9 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 
 	if stats.skips != nil {
 		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.CounterValue, float64(stats.skips.SkippedChanges()))
+	}
+	if stats.slotLosses != nil {
+		ch <- prometheus.MustNewConstMetric(slotLossesDesc, prometheus.CounterValue, float64(stats.slotLosses.SlotLosses()))
 	}
 	if stats.lsn != nil {
 		ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, float64(stats.lsn.ConfirmedLSN()))

@@ -21,6 +21,14 @@ type SkipCounter interface {
 	SkippedChanges() int64
 }
 
+// SlotLossCounter is a source that notices when its replication slot is
+// lost (the CDC source).
+type SlotLossCounter interface {
+	// SlotLosses is the number of slot losses detected since the source
+	// was made.
+	SlotLosses() int64
+}
+
 // LSNConfirmer is a source that reads a replication slot (the CDC source).
 type LSNConfirmer interface {
 	// ConfirmedLSN is the position up to which Kafka has acknowledged
@@ -53,6 +61,8 @@ type sourceStats struct {
 	lsn      LSNConfirmer
 	backlog  Backlogger
 	streamer Streamer
+
+	slotLosses SlotLossCounter
 }
 
 // ErrNotTaken is given to the Done of a batch that the source handed to the
@@ -76,6 +86,7 @@ func (m *Metrics) Source(src connector.Source) connector.Source {
 	m.stats.lsn, _ = src.(LSNConfirmer)
 	m.stats.backlog, _ = src.(Backlogger)
 	m.stats.streamer, _ = src.(Streamer)
+	m.stats.slotLosses, _ = src.(SlotLossCounter)
 	m.mu.Unlock()
 	return &source{src: src, m: m}
 }

@@ -1,0 +1,204 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// dropSlotUnderRelay does what a DBA does to a slot that pins WAL: ends the
+// walsender that streams from it and drops it. The relay reconnects at
+// once, so the two are repeated until the drop wins the race.
+func dropSlotUnderRelay(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
+		var pe *pgconn.PgError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &pe) || pe.Code != pgerrcode.ObjectInUse || time.Now().After(deadline) {
+			t.Fatalf("drop slot %s: %v", slot, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCDCSlotDroppedWhileRunning drops the slot under a running relay and
+// commits more events. By default the relay must not carry on from a new
+// slot past the gap: it stops with an error that names the slot, says what
+// probably happened and what to do. With cdc.on_slot_loss recreate it goes
+// on from a new slot, logs the gap at ERROR and counts it.
+func TestCDCSlotDroppedWhileRunning(t *testing.T) {
+	for _, mode := range []string{cdc.SlotLossFail, cdc.SlotLossRecreate} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t, cdcKind)
+			ctx := context.Background()
+			var logs syncBuffer
+			src, err := cdc.New(cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name,
+				StatusInterval: 100 * time.Millisecond, OnSlotLoss: mode},
+				cdc.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+			waitSlotActive(ctx, t, e.pool, e.name)
+			c := newCollector(t, e.brokers, "outbox.event.order")
+			w := workload{table: e.table, writers: 2, aggregates: 10, events: 200}
+			w.write(ctx, t, e.pool)
+			before := readRows(ctx, t, e.pool, e.table)
+			c.waitFor(t, before, time.Minute)
+
+			dropSlotUnderRelay(ctx, t, e.pool, e.name)
+			// Committed while no slot exists: no slot can ever send it.
+			w.seqBase = 200 / 10
+			w.write(ctx, t, e.pool)
+
+			if mode == cdc.SlotLossFail {
+				err := r.wait(t, time.Minute)
+				if !connector.IsPermanent(err) {
+					t.Fatalf("relay stopped with %v; want a permanent error about the lost slot", err)
+				}
+				for _, want := range []string{`replication slot "` + e.name + `" is gone`, "may never reach Kafka", "dropped", "failover", "cdc.on_slot_loss: recreate", "the last event relayed was committed at"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the error does not say %q:\n%v", want, err)
+					}
+				}
+				var exists bool
+				if err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, e.name).Scan(&exists); err != nil {
+					t.Fatal(err)
+				}
+				if exists {
+					t.Errorf("the relay created a new slot past the gap; with on_slot_loss fail it must not")
+				}
+			} else {
+				waitSlotActive(ctx, t, e.pool, e.name)
+				w.seqBase = 2 * 200 / 10
+				w.write(ctx, t, e.pool)
+				all := readRows(ctx, t, e.pool, e.table)
+				after := map[string]row{}
+				for id, rw := range all {
+					if payloadSeq(t, rw.payload) > 2*200/10 {
+						after[id] = rw
+					}
+				}
+				c.waitFor(t, after, time.Minute)
+				r.stop(t)
+				if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "is gone") {
+					t.Errorf("no ERROR about the lost slot in the log:\n%s", logs.String())
+				}
+			}
+			if n := src.SlotLosses(); n != 1 {
+				t.Errorf("SlotLosses = %d, want 1", n)
+			}
+			// Everything before the drop arrived; nothing foreign did.
+			c.settle(300 * time.Millisecond)
+			all := readRows(ctx, t, e.pool, e.table)
+			for _, rec := range c.recs {
+				if _, ok := all[header(rec, "id")]; !ok {
+					t.Errorf("record with id %q is no outbox row", header(rec, "id"))
+				}
+			}
+		})
+	}
+}
+
+// TestCDCSlotInvalidated lets the server invalidate a stopped relay's slot
+// through max_slot_wal_keep_size. Starting the relay then stops with an
+// error that says the slot was invalidated and why, not that the server is
+// not set up for logical replication; with recreate it replaces the slot
+// and goes on.
+func TestCDCSlotInvalidated(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.PostgresServer(t)
+	url, err := srv.CreateDatabase(ctx, "invalidated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	const slot = "invalidated_slot"
+	cfg := cdc.Config{URL: url, Table: "public.outbox", Slot: slot, Publication: slot, StatusInterval: 100 * time.Millisecond}
+	r := startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, pool, slot)
+	r.stop(t)
+
+	for _, sql := range []string{
+		`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`,
+		`SELECT pg_reload_conf()`,
+		`CREATE TABLE filler (b text)`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		var status string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		if status == "lost" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot's wal_status is %q after a minute of WAL past max_slot_wal_keep_size", status)
+		}
+		// WAL past the limit, then a checkpoint, which is when the
+		// server invalidates slots and removes their WAL.
+		for _, sql := range []string{
+			`INSERT INTO filler SELECT repeat(md5(g::text), 100) FROM generate_series(1, 5000) g`,
+			`SELECT pg_switch_wal()`,
+			`CHECKPOINT`,
+		} {
+			if _, err := pool.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+
+	r = startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
+	err = r.wait(t, time.Minute)
+	if !connector.IsPermanent(err) {
+		t.Fatalf("relay stopped with %v; want a permanent error about the invalidated slot", err)
+	}
+	for _, want := range []string{`replication slot "` + slot + `" is invalidated`, "max_slot_wal_keep_size", "may never reach Kafka"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "not set up for logical replication") {
+		t.Errorf("the error blames the server's setup:\n%v", err)
+	}
+
+	// With recreate the relay replaces the slot and relays what commits
+	// from then on.
+	cfg.OnSlotLoss = cdc.SlotLossRecreate
+	src := openCDC(t, cfg)
+	r = startRelay(t, src, brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, pool, slot)
+	workload{table: "outbox", writers: 1, aggregates: 5, events: 50}.write(ctx, t, pool)
+	c := newCollector(t, brokers, "outbox.event.order")
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	r.stop(t)
+	c.settle(300 * time.Millisecond)
+	c.check(t, rows, partitions)
+	if n := src.SlotLosses(); n != 1 {
+		t.Errorf("SlotLosses = %d, want 1", n)
+	}
+}
