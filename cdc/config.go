@@ -42,6 +42,12 @@ type Config struct {
 	// logical decoding message on an ordinary connection (heartbeat.go), so
 	// that the slot advances while the outbox table is idle. Default 0: off.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// ConfirmInterval is how soon a position Kafka has acknowledged is
+	// confirmed to the server: while the position moves, a status update
+	// goes at most this often, so that a crash repeats only about this
+	// much. (StatusInterval is the update sent whether or not it moves.)
+	// Default 200ms.
+	ConfirmInterval time.Duration `yaml:"confirm_interval"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
@@ -85,6 +91,9 @@ func (c *Config) SetDefaults() {
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 10 * time.Second
 	}
+	if c.ConfirmInterval == 0 {
+		c.ConfirmInterval = 200 * time.Millisecond
+	}
 	if c.ReceiveTimeout == 0 {
 		c.ReceiveTimeout = max(30*time.Second, 3*c.StatusInterval)
 	}
@@ -125,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
+	}
+	if c.ConfirmInterval < 0 {
+		errs = append(errs, fmt.Errorf("cdc.confirm_interval: %s is negative", c.ConfirmInterval))
 	}
 	if c.ReceiveTimeout <= c.StatusInterval {
 		errs = append(errs, fmt.Errorf("cdc.receive_timeout (%s) must be longer than cdc.status_interval (%s): a live server is only sure to speak once per status interval", c.ReceiveTimeout, c.StatusInterval))

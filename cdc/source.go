@@ -266,6 +266,9 @@ type stream struct {
 	emitted pglogrepl.LSN
 
 	nextStatus time.Time
+	// nextConfirm is the earliest time for a status update that only
+	// confirms a position Kafka acknowledged since the last one.
+	nextConfirm time.Time
 	// heard is when the server last said anything; time spent waiting
 	// for the runner in emit, not reading, does not count as silence.
 	heard    time.Time
@@ -298,18 +301,34 @@ func (st *stream) run(ctx context.Context) error {
 	}()
 	var set time.Time
 	for {
-		if !time.Now().Before(st.nextStatus) {
+		now := time.Now()
+		switch {
+		case !now.Before(st.nextStatus):
 			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
+		case st.src.acked.Load() != st.reported && !now.Before(st.nextConfirm):
+			// Confirmed promptly, not only every status interval: what the
+			// slot has not been told is published again after a crash.
+			if err := st.confirm(ctx); err != nil {
+				return err
+			}
+		}
+		if !st.nextConfirm.After(now) {
+			// Nothing new to confirm yet: look again a confirm interval on.
+			st.nextConfirm = now.Add(st.src.cfg.ConfirmInterval)
 		}
 		// Receiving waits until the next status update is due, or until
 		// the server has been silent for the receive timeout. Every status
 		// update asks for a reply, so a live server is never that silent;
-		// a connection a NAT or firewall dropped without a word is.
+		// a connection a NAT or firewall dropped without a word is. While
+		// events are in flight or unconfirmed, it wakes to confirm them.
 		deadline := st.nextStatus
 		if d := st.heard.Add(timeout); d.Before(deadline) {
 			deadline = d
+		}
+		if uint64(st.emitted) > st.reported && st.nextConfirm.Before(deadline) {
+			deadline = st.nextConfirm
 		}
 		if !deadline.Equal(set) {
 			if err := nc.SetReadDeadline(deadline); err != nil {
@@ -566,6 +585,25 @@ func (st *stream) finish(ctx context.Context) error {
 		// Changes the server sent before it read our CopyDone are dropped:
 		// they come again from the confirmed position.
 	}
+}
+
+// confirm sends a status update for a position Kafka acknowledged since
+// the last one, without asking for a reply, and keeps the next such update
+// a confirm interval away.
+func (st *stream) confirm(ctx context.Context) error {
+	st.nextConfirm = time.Now().Add(st.src.cfg.ConfirmInterval)
+	lsn := pglogrepl.LSN(st.src.acked.Load())
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn,
+		WALFlushPosition: lsn,
+		WALApplyPosition: lsn,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("send status update to slot %q: %w", st.src.cfg.Slot, err)
+	}
+	st.reported = uint64(lsn)
+	return nil
 }
 
 // sendStatus reports the acknowledged position as written, flushed and

@@ -68,6 +68,7 @@ type CDC struct {
 	Publication       string        `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')." default:"outboxrelay"`
 	CreatePublication *bool         `yaml:"create_publication" doc:"Create the publication when it is missing." default:"true"`
 	StatusInterval    time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
+	ConfirmInterval   time.Duration `yaml:"confirm_interval" doc:"How soon a position Kafka has acknowledged is confirmed to the slot: while it moves, a status update goes at most this often, so a crash repeats only about this much." default:"200ms"`
 	MaxBatchEvents    int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
 	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
@@ -253,6 +254,7 @@ func (c *Config) CDCConfig() cdc.Config {
 		Publication:       c.CDC.Publication,
 		CreatePublication: c.CDC.CreatePublication,
 		StatusInterval:    c.CDC.StatusInterval,
+		ConfirmInterval:   c.CDC.ConfirmInterval,
 		MaxBatchEvents:    c.CDC.MaxBatchEvents,
 		MaxBatchBytes:     c.CDC.MaxBatchBytes,
 		HeartbeatInterval: c.CDC.HeartbeatInterval,
