@@ -45,7 +45,10 @@ func waitSlotActive(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot 
 	defer cancel()
 	for {
 		var active bool
-		err := pool.QueryRow(ctx, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, slot).Scan(&active)
+		// A walsender must stream from it: while the slot is being
+		// created, the creating session holds it too, and commits before
+		// its consistent point are not captured.
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1)`, slot).Scan(&active)
 		if err != nil {
 			t.Fatalf("wait for slot %s: %v", slot, err)
 		}

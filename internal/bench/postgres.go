@@ -162,7 +162,8 @@ func (db *database) walLSN(ctx context.Context) (pglogrepl.LSN, error) {
 // slotActive reports whether a walsender streams from the slot.
 func (db *database) slotActive(ctx context.Context, slot string) (bool, error) {
 	var active bool
-	err := db.conn.QueryRow(ctx, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, slot).Scan(&active)
+	// The creating session holds a slot too, before its consistent point.
+	err := db.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1)`, slot).Scan(&active)
 	return active, err
 }
 

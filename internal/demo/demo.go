@@ -93,8 +93,8 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 	relayed := make(chan error, 1)
 	go func() { relayed <- app.Run(relayCtx, cfg, log) }()
 
-	// The slot captures what commits after it exists; wait for the relay
-	// to create it before writing.
+	// The slot captures what commits after its consistent point; wait
+	// until the relay streams from it before writing.
 	if err := waitForSlot(ctx, conn, "outboxrelay"); err != nil {
 		stopRelay()
 		return errors.Join(err, <-relayed)
@@ -121,13 +121,15 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 func waitForSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 	for {
 		var exists bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&exists)
+		// A slot is listed from the start of its creation, before its
+		// consistent point; a walsender streams from it only after.
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1)`, slot).Scan(&exists)
 		if err != nil || exists {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the relay to create slot %q: %w", slot, ctx.Err())
+			return fmt.Errorf("wait for the relay to stream from slot %q: %w", slot, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
