@@ -1,0 +1,196 @@
+package connector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CheckpointVersion is the version of the checkpoint value this build
+// writes, and the newest it can read.
+const CheckpointVersion = 1
+
+// CheckpointKey names one relay: the PostgreSQL cluster (its
+// system_identifier, from IDENTIFY_SYSTEM or pg_control_system()), the
+// database and the replication slot. Two relays with the same key share a
+// position; a checkpoint read under another key is someone else's.
+type CheckpointKey struct {
+	SystemID string
+	Database string
+	Slot     string
+}
+
+// String is the record key in the checkpoint topic: the three parts joined
+// by "/", each escaped so that no part can forge another key.
+func (k CheckpointKey) String() string {
+	esc := func(s string) string {
+		return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s)
+	}
+	return esc(k.SystemID) + "/" + esc(k.Database) + "/" + esc(k.Slot)
+}
+
+// Checkpoint is what the relay knows it has published: every event of
+// every transaction that ended at or before EndLSN has been acknowledged
+// by Kafka.
+type Checkpoint struct {
+	Key CheckpointKey
+	// EndLSN is the end of the last fully acknowledged transaction.
+	EndLSN uint64
+	// CommitTime is that transaction's commit time.
+	CommitTime time.Time
+	// Timeline is the server's timeline when known, else 0.
+	Timeline int32
+	// LastEventID is the id of the last event acknowledged.
+	LastEventID string
+	// Events is the number of events published under this key so far.
+	Events int64
+	// RelayVersion is the version of the relay that wrote it.
+	RelayVersion string
+	// Written is when it was written.
+	Written time.Time
+}
+
+// CheckpointStore keeps the latest [Checkpoint] of a relay outside
+// PostgreSQL, so that a lost, dropped or replaced replication slot can be
+// told apart from one that is merely behind.
+//
+// A store is made for one [CheckpointKey]. Load is called once when the
+// source starts, before the first Save; Save is then called from one
+// goroutine, never concurrently with another Save or with Load, with
+// checkpoints whose EndLSN never decreases. Close is called once, after
+// the last Save has returned.
+type CheckpointStore interface {
+	// Load returns the latest checkpoint saved under the store's key.
+	// found is false, with a nil error, only when none was ever saved
+	// (the first start). A record that cannot be decoded, was written
+	// under another key, or by a newer version, is an error (with
+	// [ErrCheckpointUnreadable]) and never skipped: the caller cannot
+	// tell whether events were missed, so it must not guess.
+	Load(ctx context.Context) (cp Checkpoint, found bool, err error)
+	// Save stores cp durably. A nil error promises that a Load, by this
+	// process or a later one, returns cp or a later checkpoint, so the
+	// caller may then confirm cp.EndLSN to PostgreSQL. It blocks until
+	// the store acknowledged cp or ctx is done.
+	Save(ctx context.Context, cp Checkpoint) error
+	// Close releases the store's connections.
+	Close()
+}
+
+// ErrCheckpointUnreadable marks a checkpoint record that exists but
+// cannot be trusted: corrupt, written for another key, or by a newer
+// relay. The relay stops on it; it never falls back to the slot alone.
+var ErrCheckpointUnreadable = errors.New("checkpoint record unreadable")
+
+// checkpointJSON is the wire form: field names are part of the format, so
+// a rename needs a new version.
+type checkpointJSON struct {
+	Version      int       `json:"version"`
+	SystemID     string    `json:"system_identifier"`
+	Database     string    `json:"database"`
+	Slot         string    `json:"slot"`
+	EndLSN       string    `json:"end_lsn"`
+	CommitTime   time.Time `json:"commit_time"`
+	Timeline     int32     `json:"timeline,omitempty"`
+	LastEventID  string    `json:"last_event_id"`
+	Events       int64     `json:"events"`
+	RelayVersion string    `json:"relay_version"`
+	Written      time.Time `json:"written"`
+}
+
+// FormatLSN writes an LSN the way PostgreSQL does ("16/B374D848"), so a
+// checkpoint can be compared by eye with pg_replication_slots.
+func FormatLSN(lsn uint64) string {
+	return fmt.Sprintf("%X/%X", uint32(lsn>>32), uint32(lsn))
+}
+
+// ParseLSN reads an LSN written as PostgreSQL writes it.
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("lsn %q: want hex/hex", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	}
+	return h<<32 | l, nil
+}
+
+// EncodeCheckpoint returns the record value for cp.
+func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
+	return json.Marshal(checkpointJSON{
+		Version:      CheckpointVersion,
+		SystemID:     cp.Key.SystemID,
+		Database:     cp.Key.Database,
+		Slot:         cp.Key.Slot,
+		EndLSN:       FormatLSN(cp.EndLSN),
+		CommitTime:   cp.CommitTime.UTC(),
+		Timeline:     cp.Timeline,
+		LastEventID:  cp.LastEventID,
+		Events:       cp.Events,
+		RelayVersion: cp.RelayVersion,
+		Written:      cp.Written.UTC(),
+	})
+}
+
+// DecodeCheckpoint reads a record value written for want. Every failure
+// wraps [ErrCheckpointUnreadable] and says what was wrong.
+func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
+	bad := func(format string, a ...any) (Checkpoint, error) {
+		return Checkpoint{}, fmt.Errorf("%w: key %s: %s", ErrCheckpointUnreadable, want, fmt.Sprintf(format, a...))
+	}
+	// Read the version alone first: a newer format may change any other
+	// field, and its error should say "newer", not "corrupt".
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		return bad("not JSON (%v); the record is corrupt or not a checkpoint", err)
+	}
+	if v.Version == nil {
+		return bad("no \"version\" field; the record is not a checkpoint")
+	}
+	if *v.Version > CheckpointVersion {
+		return bad("version %d was written by a newer relay (this one reads up to %d); run that version or newer", *v.Version, CheckpointVersion)
+	}
+	if *v.Version < 1 {
+		return bad("version %d is not a valid checkpoint version", *v.Version)
+	}
+	var j checkpointJSON
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return bad("version %d: %v", j.Version, err)
+	}
+	got := CheckpointKey{SystemID: j.SystemID, Database: j.Database, Slot: j.Slot}
+	if got != want {
+		return bad("record names system_identifier %q, database %q, slot %q: it belongs to another relay or cluster",
+			got.SystemID, got.Database, got.Slot)
+	}
+	lsn, err := ParseLSN(j.EndLSN)
+	if err != nil {
+		return bad("end_lsn: %v", err)
+	}
+	if j.Events < 0 {
+		return bad("events %d is negative", j.Events)
+	}
+	return Checkpoint{
+		Key:          got,
+		EndLSN:       lsn,
+		CommitTime:   j.CommitTime,
+		Timeline:     j.Timeline,
+		LastEventID:  j.LastEventID,
+		Events:       j.Events,
+		RelayVersion: j.RelayVersion,
+		Written:      j.Written,
+	}, nil
+}
