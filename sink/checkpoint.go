@@ -1,0 +1,210 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// DefaultCheckpointTopic is kafka.checkpoint_topic's default.
+const DefaultCheckpointTopic = "outboxrelay.checkpoints"
+
+// CheckpointStore is a [connector.CheckpointStore] keeping checkpoints in a
+// compacted Kafka topic, one record key per relay: compaction keeps the
+// topic small, so reading a key's partition to its end on start is cheap.
+// It has its own client, so a checkpoint never waits behind the events'
+// produce buffer and an event flush never waits for a checkpoint.
+type CheckpointStore struct {
+	topic string
+	key   connector.CheckpointKey
+	// partitions is the topic's partition count, learnt when the store is
+	// made: kadm answers from kgo's metadata cache, which does not yet
+	// know a topic created a moment ago.
+	partitions int
+	cl         *kgo.Client
+	log        *slog.Logger
+}
+
+var _ connector.CheckpointStore = (*CheckpointStore)(nil)
+
+// NewCheckpointStore returns a store for key in topic (empty: the
+// default), creating the topic with cleanup.policy=compact when it is
+// missing. cfg gives the brokers and security, as for the sink.
+func NewCheckpointStore(ctx context.Context, cfg Config, topic string, key connector.CheckpointKey, opts ...Option) (*CheckpointStore, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if topic == "" {
+		topic = DefaultCheckpointTopic
+	}
+	o := options{log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	kopts, err := ClientOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kopts = append(kopts,
+		kgo.WithLogger(kslog.New(o.log.With("component", "kafka-checkpoint"))),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// The same key-to-partition mapping Load computes below.
+		kgo.RecordPartitioner(newPartitioner()),
+		kgo.DefaultProduceTopic(topic),
+	)
+	kopts = append(kopts, o.kgos...)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store: kafka client: %w", err)
+	}
+	s := &CheckpointStore{topic: topic, key: key, cl: cl, log: o.log.With("component", "checkpoint")}
+	if err := s.ensureTopic(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// aclError says which ACL is missing when err is an authorization error.
+func (s *CheckpointStore) aclError(op string, err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		need := map[string]string{
+			"create": "CREATE on the cluster or on topic %q (or create the topic yourself with cleanup.policy=compact)",
+			"write":  "WRITE on topic %q",
+			"read":   "DESCRIBE and READ on topic %q",
+		}[op]
+		return fmt.Errorf("checkpoint topic %q: %s: %w; grant the relay's principal "+need+", or set kafka.checkpoint_topic to a topic it may use",
+			s.topic, op, err, s.topic)
+	}
+	return fmt.Errorf("checkpoint topic %q: %s: %w", s.topic, op, err)
+}
+
+func (s *CheckpointStore) ensureTopic(ctx context.Context) error {
+	adm := kadm.NewClient(s.cl)
+	details, err := adm.ListTopics(ctx, s.topic)
+	if err != nil {
+		return s.aclError("read", err)
+	}
+	if d, ok := details[s.topic]; ok && d.Err == nil {
+		s.partitions = len(d.Partitions)
+		return nil
+	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return s.aclError("read", d.Err)
+	}
+	compact := "compact"
+	// One partition: the topic holds one small record per relay.
+	// Replication -1 takes the broker's default.
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, s.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return s.aclError("create", err)
+	}
+	s.partitions = 1
+	s.log.Info("created checkpoint topic", "topic", s.topic, "cleanup.policy", compact)
+	return nil
+}
+
+// Load reads the key's partition from its start to its end and returns
+// the last record written under the key.
+func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool, error) {
+	adm := kadm.NewClient(s.cl)
+	key := []byte(s.key.String())
+	part := int32(newPartitioner().ForTopic(s.topic).Partition(&kgo.Record{Key: key}, s.partitions))
+	starts, err := adm.ListStartOffsets(ctx, s.topic)
+	if err != nil {
+		return connector.Checkpoint{}, false, s.aclError("read", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return connector.Checkpoint{}, false, s.aclError("read", err)
+	}
+	start, _ := starts.Lookup(s.topic, part)
+	end, _ := ends.Lookup(s.topic, part)
+	if start.Err != nil {
+		return connector.Checkpoint{}, false, s.aclError("read", start.Err)
+	}
+	if end.Err != nil {
+		return connector.Checkpoint{}, false, s.aclError("read", end.Err)
+	}
+	if end.Offset <= start.Offset {
+		return connector.Checkpoint{}, false, nil
+	}
+	// A consumer of its own for this one read: the store's client
+	// produces, and a client's consumed partitions are fixed when it is made.
+	opts := append(s.cl.Opts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		s.topic: {part: kgo.NewOffset().At(start.Offset)},
+	}))
+	c, err := kgo.NewClient(opts...)
+	if err != nil {
+		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint store: kafka client: %w", err)
+	}
+	defer c.Close()
+	// The log's last offset always holds a record (Kafka never compacts
+	// the active segment, and the store writes no transactions), so
+	// reading until it arrives ends; ctx bounds a broker that never sends it.
+	var last *kgo.Record
+	next := start.Offset
+	for next < end.Offset {
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q: read partition %d to offset %d (at %d): %w", s.topic, part, end.Offset, next, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
+		if ferr != nil {
+			return connector.Checkpoint{}, false, s.aclError("read", ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if string(r.Key) == string(key) {
+				last = r
+			}
+		})
+	}
+	if last == nil {
+		return connector.Checkpoint{}, false, nil
+	}
+	if last.Value == nil {
+		// A tombstone is the documented way to forget a relay's position
+		// (docs/checkpoint.md); say that it happened.
+		s.log.Warn("checkpoint deleted by a tombstone; starting as if none was ever written",
+			"topic", s.topic, "key", s.key.String(), "offset", last.Offset)
+		return connector.Checkpoint{}, false, nil
+	}
+	cp, err := connector.DecodeCheckpoint(s.key, last.Value)
+	if err != nil {
+		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q partition %d offset %d: %w; if the record cannot be trusted, see docs/checkpoint.md", s.topic, part, last.Offset, err)
+	}
+	return cp, true, nil
+}
+
+// Save writes cp and waits for Kafka to acknowledge it with acks=all.
+func (s *CheckpointStore) Save(ctx context.Context, cp connector.Checkpoint) error {
+	cp.Key = s.key
+	if cp.Written.IsZero() {
+		cp.Written = time.Now()
+	}
+	v, err := connector.EncodeCheckpoint(cp)
+	if err != nil {
+		return fmt.Errorf("checkpoint: encode: %w", err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: []byte(s.key.String()), Value: v}).FirstErr(); err != nil {
+		return s.aclError("write", err)
+	}
+	return nil
+}
+
+// Close closes the store's client.
+func (s *CheckpointStore) Close() { s.cl.Close() }

@@ -1,0 +1,171 @@
+package sink_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// The store creates its compacted topic, finds nothing on a first start,
+// returns the latest of several saves to a later process, and ignores
+// other relays' keys in the same partition.
+func TestCheckpointStoreRoundTrip(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := connector.CheckpointKey{SystemID: "7312345678901234567", Database: "app", Slot: "s1"}
+	cfg := sink.Config{Brokers: brokers}
+
+	st, err := sink.NewCheckpointStore(ctx, cfg, "", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := st.Load(ctx); err != nil || found {
+		t.Fatalf("first Load: found=%v err=%v, want nothing", found, err)
+	}
+	other, err := sink.NewCheckpointStore(ctx, cfg, "", connector.CheckpointKey{SystemID: key.SystemID, Database: "app", Slot: "s2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	written := time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)
+	for i, lsn := range []uint64{100, 200, 300} {
+		if err := st.Save(ctx, connector.Checkpoint{EndLSN: lsn, CommitTime: written, LastEventID: "e", Events: int64(i + 1), RelayVersion: "test", Written: written}); err != nil {
+			t.Fatalf("Save %d: %v", lsn, err)
+		}
+		if err := other.Save(ctx, connector.Checkpoint{EndLSN: lsn + 1000, Written: written}); err != nil {
+			t.Fatalf("other Save: %v", err)
+		}
+	}
+	st.Close()
+
+	adm := kadm.NewClient(mustClient(t, brokers))
+	rcs, err := adm.DescribeTopicConfigs(ctx, sink.DefaultCheckpointTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(sink.DefaultCheckpointTopic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	if policy != "compact" {
+		t.Fatalf("cleanup.policy = %q, want compact", policy)
+	}
+
+	again, err := sink.NewCheckpointStore(ctx, cfg, "", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	cp, found, err := again.Load(ctx)
+	if err != nil || !found {
+		t.Fatalf("Load after saves: found=%v err=%v", found, err)
+	}
+	want := connector.Checkpoint{Key: key, EndLSN: 300, CommitTime: written, LastEventID: "e", Events: 3, RelayVersion: "test", Written: written}
+	if cp != want {
+		t.Fatalf("Load:\n got %+v\nwant %+v", cp, want)
+	}
+}
+
+// A record under the relay's key that cannot be trusted stops Load with
+// an error naming the topic, offset and problem; it is never skipped in
+// favour of an older good record, and never a crash.
+func TestCheckpointStoreRejects(t *testing.T) {
+	key := connector.CheckpointKey{SystemID: "1", Database: "app", Slot: "s"}
+	for _, tc := range []struct {
+		name, value, want string
+	}{
+		{"corrupt", `{"version":1,"end_l`, "not JSON"},
+		{"future version", `{"version":7,"system_identifier":"1"}`, "version 7 was written by a newer relay"},
+		{"another cluster", `{"version":1,"system_identifier":"999","database":"app","slot":"s","end_lsn":"0/10"}`, `system_identifier "999"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, brokers := testenv.Kafka(t, kfake.SeedTopics(1, sink.DefaultCheckpointTopic))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st, err := sink.NewCheckpointStore(ctx, sink.Config{Brokers: brokers}, "", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.Save(ctx, connector.Checkpoint{EndLSN: 5}); err != nil {
+				t.Fatal(err)
+			}
+			cl := mustClient(t, brokers)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: sink.DefaultCheckpointTopic, Key: []byte(key.String()), Value: []byte(tc.value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			_, found, err := st.Load(ctx)
+			if !errors.Is(err, connector.ErrCheckpointUnreadable) {
+				t.Fatalf("Load: found=%v err=%v, want ErrCheckpointUnreadable", found, err)
+			}
+			for _, w := range []string{tc.want, sink.DefaultCheckpointTopic, "offset 1", key.String()} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func mustClient(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Missing ACLs are named: which operation on which resource to grant.
+func TestCheckpointStoreACLs(t *testing.T) {
+	key := connector.CheckpointKey{SystemID: "1", Database: "app", Slot: "s"}
+	topicACL := func(op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: sink.DefaultCheckpointTopic, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
+	}
+	for _, tc := range []struct {
+		name string
+		acls []kfake.ACL
+		want string
+	}{
+		{"no describe", nil, "read: TOPIC_AUTHORIZATION_FAILED"},
+		{"no create", []kfake.ACL{topicACL(kmsg.ACLOperationDescribe)}, "CREATE on the cluster or on topic"},
+		{"no write", []kfake.ACL{topicACL(kmsg.ACLOperationDescribe), topicACL(kmsg.ACLOperationCreate), topicACL(kmsg.ACLOperationRead)}, "WRITE on topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, brokers := testenv.Kafka(t, kfake.EnableSASL(), kfake.EnableACLs(),
+				kfake.Superuser("PLAIN", "admin", testPassword),
+				kfake.User("PLAIN", "relay", testPassword, tc.acls...))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cfg := sink.Config{Brokers: brokers, AllowPlaintextSASL: true,
+				SASL: sink.SASL{Mechanism: "plain", Username: "relay", Password: testPassword}}
+			st, err := sink.NewCheckpointStore(ctx, cfg, "", key)
+			if err == nil {
+				defer st.Close()
+				err = st.Save(ctx, connector.Checkpoint{EndLSN: 1})
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), sink.DefaultCheckpointTopic) {
+				t.Fatalf("err = %v, want it to name the topic and say %q", err, tc.want)
+			}
+		})
+	}
+}
