@@ -592,18 +592,7 @@ func (st *stream) finish(ctx context.Context) error {
 // a confirm interval away.
 func (st *stream) confirm(ctx context.Context) error {
 	st.nextConfirm = time.Now().Add(st.src.cfg.ConfirmInterval)
-	lsn := pglogrepl.LSN(st.src.acked.Load())
-	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: lsn,
-		WALFlushPosition: lsn,
-		WALApplyPosition: lsn,
-		ClientTime:       time.Now(),
-	})
-	if err != nil {
-		return fmt.Errorf("send status update to slot %q: %w", st.src.cfg.Slot, err)
-	}
-	st.reported = uint64(lsn)
-	return nil
+	return st.report(ctx, false)
 }
 
 // sendStatus reports the acknowledged position as written, flushed and
@@ -612,6 +601,11 @@ func (st *stream) confirm(ctx context.Context) error {
 // keepalive), which is what bounds a live server's silence.
 func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	return st.report(ctx, reply)
+}
+
+// report sends the acknowledged position to the server.
+func (st *stream) report(ctx context.Context, reply bool) error {
 	lsn := pglogrepl.LSN(st.src.acked.Load())
 	if lsn == 0 {
 		return nil
