@@ -85,6 +85,7 @@ type Kafka struct {
 	MaxBufferedBytes   int           `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
 	Linger             time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
 	MaxRecordBytes     int           `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	CheckpointTopic    string        `yaml:"checkpoint_topic" doc:"Compacted topic where the CDC relay records what Kafka has acknowledged (one small record per relay, keyed by cluster, database and slot), and reads it back on start to tell a slot that is merely behind from one that was lost; created with cleanup.policy=compact when missing (docs/checkpoint.md)." default:"outboxrelay.checkpoints"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
 	// TLS, SASL and AllowPlaintextSASL secure the connection (security.go).
 	TLS                KafkaTLS  `yaml:"tls"`
