@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,29 @@ func (k CheckpointKey) String() string {
 		return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s)
 	}
 	return esc(k.SystemID) + "/" + esc(k.Database) + "/" + esc(k.Slot)
+}
+
+// ParseCheckpointKey reads a record key written by [CheckpointKey.String].
+func ParseCheckpointKey(s string) (CheckpointKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return CheckpointKey{}, fmt.Errorf("checkpoint key %q: want system_identifier/database/slot", s)
+	}
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return CheckpointKey{}, fmt.Errorf("checkpoint key %q: %w", s, err)
+		}
+		parts[i] = u
+	}
+	return CheckpointKey{SystemID: parts[0], Database: parts[1], Slot: parts[2]}, nil
+}
+
+// SameRelay reports whether k and o name the same database and slot, on
+// whatever cluster: a checkpoint saved under such a key by another cluster
+// is the trace of a relay moved to a new server.
+func (k CheckpointKey) SameRelay(o CheckpointKey) bool {
+	return k.Database == o.Database && k.Slot == o.Slot
 }
 
 // Checkpoint is what the relay knows it has published: every event of
@@ -61,14 +85,19 @@ type Checkpoint struct {
 //
 // A store is made for one [CheckpointKey]. Load is called once when the
 // source starts, before the first Save; Save is then called from one
-// goroutine, never concurrently with another Save or with Load, with
-// checkpoints whose EndLSN never decreases. Close is called once, after
-// the last Save has returned.
+// goroutine, never concurrently with another Save or with Load. EndLSN
+// decreases only when the relay starts over on a new slot after a loss
+// it was told to accept. Close is called once, after the last Save has
+// returned.
 type CheckpointStore interface {
 	// Load returns the latest checkpoint saved under the store's key.
-	// found is false, with a nil error, only when none was ever saved
-	// (the first start). A record that cannot be decoded, was written
-	// under another key, or by a newer version, is an error (with
+	// When none was, but one was saved for the same database and slot
+	// by another cluster (another system identifier: the relay has been
+	// pointed at a new server), Load returns that one, and the caller
+	// sees cp.Key.SystemID differ from its own. found is false, with a
+	// nil error, only when neither was ever saved (the first start). A
+	// record that cannot be decoded, was written under another key than
+	// it names, or by a newer version, is an error (with
 	// [ErrCheckpointUnreadable]) and never skipped: the caller cannot
 	// tell whether events were missed, so it must not guess.
 	Load(ctx context.Context) (cp Checkpoint, found bool, err error)

@@ -59,7 +59,9 @@ func NewCheckpointStore(ctx context.Context, cfg Config, topic string, key conne
 		kgo.WithLogger(kslog.New(o.log.With("component", "kafka-checkpoint"))),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// The same key-to-partition mapping Load computes below.
-		kgo.RecordPartitioner(newPartitioner()),
+		// Save picks the partition (partitionFor), so every cluster's
+		// checkpoint of one database and slot shares one.
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.DefaultProduceTopic(topic),
 	)
 	kopts = append(kopts, o.kgos...)
@@ -116,12 +118,21 @@ func (s *CheckpointStore) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
+// partitionFor is the partition of the store's checkpoints: chosen by the
+// database and slot alone, so that a relay moved to another cluster finds
+// the checkpoints its old cluster left in the partition it reads.
+func (s *CheckpointStore) partitionFor() int32 {
+	family := []byte(connector.CheckpointKey{Database: s.key.Database, Slot: s.key.Slot}.String())
+	return int32(newPartitioner().ForTopic(s.topic).Partition(&kgo.Record{Key: family}, s.partitions))
+}
+
 // Load reads the key's partition from its start to its end and returns
-// the last record written under the key.
+// the last record written under the key, or else the last one another
+// cluster wrote for the same database and slot.
 func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool, error) {
 	adm := kadm.NewClient(s.cl)
 	key := []byte(s.key.String())
-	part := int32(newPartitioner().ForTopic(s.topic).Partition(&kgo.Record{Key: key}, s.partitions))
+	part := s.partitionFor()
 	starts, err := adm.ListStartOffsets(ctx, s.topic)
 	if err != nil {
 		return connector.Checkpoint{}, false, s.aclError("read", err)
@@ -154,7 +165,7 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	// The log's last offset always holds a record (Kafka never compacts
 	// the active segment, and the store writes no transactions), so
 	// reading until it arrives ends; ctx bounds a broker that never sends it.
-	var last *kgo.Record
+	var last, foreign *kgo.Record
 	next := start.Offset
 	for next < end.Offset {
 		fs := c.PollFetches(ctx)
@@ -170,8 +181,18 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 			next = r.Offset + 1
 			if string(r.Key) == string(key) {
 				last = r
+			} else if k, err := connector.ParseCheckpointKey(string(r.Key)); err == nil && k.SameRelay(s.key) {
+				foreign = r
 			}
 		})
+	}
+	if last == nil && foreign != nil && foreign.Value != nil {
+		k, _ := connector.ParseCheckpointKey(string(foreign.Key))
+		cp, err := connector.DecodeCheckpoint(k, foreign.Value)
+		if err != nil {
+			return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q partition %d offset %d: %w; if the record cannot be trusted, see docs/checkpoint.md", s.topic, part, foreign.Offset, err)
+		}
+		return cp, true, nil
 	}
 	if last == nil {
 		return connector.Checkpoint{}, false, nil
@@ -200,7 +221,7 @@ func (s *CheckpointStore) Save(ctx context.Context, cp connector.Checkpoint) err
 	if err != nil {
 		return fmt.Errorf("checkpoint: encode: %w", err)
 	}
-	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: []byte(s.key.String()), Value: v}).FirstErr(); err != nil {
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: []byte(s.key.String()), Value: v, Partition: s.partitionFor()}).FirstErr(); err != nil {
 		return s.aclError("write", err)
 	}
 	return nil

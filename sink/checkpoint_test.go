@@ -84,6 +84,47 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 	}
 }
 
+// A relay pointed at another cluster finds nothing under its own key but
+// the checkpoint its database and slot left on the old cluster, even in a
+// topic of many partitions, and never another slot's.
+func TestCheckpointStoreForeignCluster(t *testing.T) {
+	_, brokers := testenv.Kafka(t, kfake.SeedTopics(8, sink.DefaultCheckpointTopic))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := sink.Config{Brokers: brokers}
+	old := connector.CheckpointKey{SystemID: "111", Database: "app", Slot: "s"}
+	for _, k := range []connector.CheckpointKey{old, {SystemID: "111", Database: "app", Slot: "other"}} {
+		st, err := sink.NewCheckpointStore(ctx, cfg, "", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Save(ctx, connector.Checkpoint{EndLSN: 42, LastEventID: k.Slot}); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	moved := connector.CheckpointKey{SystemID: "222", Database: "app", Slot: "s"}
+	st, err := sink.NewCheckpointStore(ctx, cfg, "", moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cp, found, err := st.Load(ctx)
+	if err != nil || !found {
+		t.Fatalf("Load: found=%v err=%v, want the old cluster's checkpoint", found, err)
+	}
+	if cp.Key != old || cp.EndLSN != 42 || cp.LastEventID != "s" {
+		t.Fatalf("Load = %+v, want the checkpoint saved under %s", cp, old)
+	}
+	// Once the relay saves under its own key, that one wins.
+	if err := st.Save(ctx, connector.Checkpoint{EndLSN: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, err := st.Load(ctx); err != nil || cp.Key != moved || cp.EndLSN != 7 {
+		t.Fatalf("Load after own save = %+v, %v; want its own checkpoint", cp, err)
+	}
+}
+
 // A record under the relay's key that cannot be trusted stops Load with
 // an error naming the topic, offset and problem; it is never skipped in
 // favour of an older good record, and never a crash.
