@@ -42,12 +42,12 @@ type Config struct {
 	// logical decoding message on an ordinary connection (heartbeat.go), so
 	// that the slot advances while the outbox table is idle. Default 0: off.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
-	// ConfirmInterval is how soon a position Kafka has acknowledged is
-	// confirmed to the server: while the position moves, a status update
-	// goes at most this often, so that a crash repeats only about this
-	// much. (StatusInterval is the update sent whether or not it moves.)
+	// CheckpointInterval is how often, while the position moves, the
+	// source saves a checkpoint of what Kafka has acknowledged and then
+	// confirms it to the slot: a crash repeats only about this much.
+	// (StatusInterval is the update sent whether or not it moves.)
 	// Default 200ms.
-	ConfirmInterval time.Duration `yaml:"confirm_interval"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
@@ -55,13 +55,15 @@ type Config struct {
 	// longer than that. Default 30s, or three status intervals if that is
 	// longer.
 	ReceiveTimeout time.Duration `yaml:"receive_timeout"`
-	// OnSlotLoss is what the source does when its slot is gone or
-	// invalidated while it knows a position in it (it streamed from the
-	// slot before, in this process), or when the slot is invalidated
-	// (wal_status lost): events committed since may be missing. "fail"
-	// stops with an error that says what happened and what to do;
-	// "recreate" logs the gap at ERROR, counts it, creates a new slot and
-	// goes on. Default "fail".
+	// OnSlotLoss is what the source does when its slot cannot carry on
+	// from its checkpoint: the slot is gone, invalidated (wal_status
+	// lost), ahead of the checkpoint (advanced, or dropped and created
+	// again by someone else), or the checkpoint was written by another
+	// cluster. Events committed since the checkpoint may be missing.
+	// "fail" stops with an error that says what happened and what to do,
+	// creating no slot; "recreate" logs the gap at ERROR, counts it,
+	// goes on from the slot as it is (creating one when it is gone) and
+	// saves a new checkpoint there. Default "fail".
 	OnSlotLoss string `yaml:"on_slot_loss"`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network
@@ -91,8 +93,8 @@ func (c *Config) SetDefaults() {
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 10 * time.Second
 	}
-	if c.ConfirmInterval == 0 {
-		c.ConfirmInterval = 200 * time.Millisecond
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 200 * time.Millisecond
 	}
 	if c.ReceiveTimeout == 0 {
 		c.ReceiveTimeout = max(30*time.Second, 3*c.StatusInterval)
@@ -135,8 +137,8 @@ func (c *Config) Validate() error {
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
 	}
-	if c.ConfirmInterval < 0 {
-		errs = append(errs, fmt.Errorf("cdc.confirm_interval: %s is negative", c.ConfirmInterval))
+	if c.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("cdc.checkpoint_interval: %s is negative", c.CheckpointInterval))
 	}
 	if c.ReceiveTimeout <= c.StatusInterval {
 		errs = append(errs, fmt.Errorf("cdc.receive_timeout (%s) must be longer than cdc.status_interval (%s): a live server is only sure to speak once per status interval", c.ReceiveTimeout, c.StatusInterval))

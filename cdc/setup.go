@@ -17,19 +17,20 @@ import (
 )
 
 // prepare checks the server and the table, and creates the publication and
-// the slot when they are missing. It returns the slot's confirmed position.
+// the slot when they are missing. It returns where streaming from the slot
+// begins.
 // It runs on an ordinary connection before each replication session; every
 // step is idempotent, and two relays racing to create the same object are
 // both fine.
-func (s *Source) prepare(ctx context.Context) (pglogrepl.LSN, error) {
+func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 	cfg, err := pgx.ParseConfig(s.cfg.URL)
 	if err != nil {
-		return 0, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+		return slotPosition{}, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
 	}
 	s.cfg.Network.Apply(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return 0, classify("connect to PostgreSQL", err)
+		return slotPosition{}, classify("connect to PostgreSQL", err)
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -43,30 +44,36 @@ func (s *Source) prepare(ctx context.Context) (pglogrepl.LSN, error) {
 	defer cancel()
 	var walLevel string
 	if err := conn.QueryRow(qctx, "SHOW wal_level").Scan(&walLevel); err != nil {
-		return 0, classify("read wal_level", err)
+		return slotPosition{}, classify("read wal_level", err)
 	}
 	if walLevel != "logical" {
-		return 0, connector.Permanent(fmt.Errorf("wal_level is %q, and logical replication needs %q: run ALTER SYSTEM SET wal_level = logical and restart PostgreSQL, or use source: poll", walLevel, "logical"))
+		return slotPosition{}, connector.Permanent(fmt.Errorf("wal_level is %q, and logical replication needs %q: run ALTER SYSTEM SET wal_level = logical and restart PostgreSQL, or use source: poll", walLevel, "logical"))
 	}
 	if !s.walSenderChecked.Load() {
 		if err := s.checkWalSenderTimeout(qctx, conn); err != nil {
-			return 0, err
+			return slotPosition{}, err
 		}
 	}
 	if err := s.checkColumns(qctx, conn); err != nil {
-		return 0, err
+		return slotPosition{}, err
 	}
 	if err := s.ensurePublication(qctx, conn); err != nil {
-		return 0, err
-	}
-	if _, err := s.ensureSlot(qctx, conn); err != nil {
-		return 0, err
+		return slotPosition{}, err
 	}
 	cancel()
-	if err := s.awaitSlot(ctx, conn); err != nil {
-		return 0, err
+	waited, err := s.awaitSlot(ctx, conn)
+	if err != nil {
+		return slotPosition{}, err
 	}
-	// Read again: the session that held the slot may have moved it.
+	if waited {
+		// The session that held the slot may have moved it, and with it
+		// the checkpoint (another relay on this slot saves under the
+		// same key): judged against the checkpoint read at start, the
+		// slot would look ahead of it.
+		if err := s.reloadCheckpoint(ctx); err != nil {
+			return slotPosition{}, err
+		}
+	}
 	qctx, cancel = s.cfg.Network.Query(ctx)
 	defer cancel()
 	return s.ensureSlot(qctx, conn)
@@ -109,25 +116,25 @@ const slotPollInterval = time.Second
 // server ends after wal_sender_timeout. Either way the wait is logged once
 // per holder at INFO: it is expected, and a WARN every second would bury
 // what matters.
-func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) error {
+func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, err error) {
 	var waitingSince time.Time
 	for {
 		qctx, cancel := s.cfg.Network.Query(ctx)
 		var pid *int32
-		err := conn.QueryRow(qctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&pid)
+		err = conn.QueryRow(qctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&pid)
 		cancel()
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return nil // dropped meanwhile; ensureSlot says so next
+			return !waitingSince.IsZero(), nil // gone, or dropped meanwhile; ensureSlot judges
 		case err != nil:
-			return classify("look up who holds the replication slot", err)
+			return false, classify("look up who holds the replication slot", err)
 		case pid == nil:
 			s.state.Store(int32(stateDown))
 			if !waitingSince.IsZero() {
 				s.log.Info("the replication slot is free; taking it over", "slot", s.cfg.Slot,
 					"waited", time.Since(waitingSince).Round(time.Millisecond).String())
 			}
-			return nil
+			return !waitingSince.IsZero(), nil
 		}
 		if waitingSince.IsZero() {
 			waitingSince = time.Now()
@@ -140,7 +147,7 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) error {
 		}
 		s.state.Store(int32(stateStandby))
 		if err := sleep(ctx, slotPollInterval); err != nil {
-			return err
+			return false, err
 		}
 	}
 }
@@ -211,47 +218,98 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
+// slotPosition is where streaming from the slot begins. fresh: the slot
+// was just created, or taken over after a loss, so the position starts
+// over there rather than at the checkpoint's, which may even be ahead of
+// it on a restored server.
+type slotPosition struct {
+	lsn   pglogrepl.LSN
+	fresh bool
+}
+
+// ensureSlot compares the slot with the checkpoint (judge) and creates the
+// slot on a first start. A lost slot stops here with cdc.on_slot_loss
+// fail, before anything is created.
+func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, error) {
+	slot, err := s.readSlot(ctx, conn)
+	if err != nil {
+		return slotPosition{}, err
+	}
+	v, cause, kp := s.judge(slot)
+	if v == slotLost && cause == CauseAhead {
+		// Another relay on this slot may have moved it, and saved the
+		// checkpoint that covers it, since this one read the checkpoint.
+		if err := s.reloadCheckpoint(ctx); err != nil {
+			return slotPosition{}, err
+		}
+		v, cause, kp = s.judge(slot)
+	}
+	switch v {
+	case createSlot:
+		return s.createSlot(ctx, conn)
+	case useSlot:
+		return slotPosition{lsn: slot.confirmed}, nil
+	}
+	if err := s.reportLoss(slot, kp, cause); err != nil {
+		return slotPosition{}, err
+	}
+	// cdc.on_slot_loss recreate: start over from the slot as it is.
+	s.setCurrent(nil)
+	switch {
+	case slot.exists && slot.lost:
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
+			return slotPosition{}, classify("drop the invalidated replication slot", err)
+		}
+		return s.createSlot(ctx, conn)
+	case !slot.exists:
+		return s.createSlot(ctx, conn)
+	}
+	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
+}
+
+// judge judges slot against the checkpoint the source knows, which it
+// returns (nil: none).
+func (s *Source) judge(slot slotState) (verdict, SlotLossCause, *connector.Checkpoint) {
+	cp, ok := s.Checkpoint()
+	if !ok {
+		v, cause := judge(slot, nil, s.identity.CheckpointKey(s.cfg.Slot))
+		return v, cause, nil
+	}
+	v, cause := judge(slot, &cp, s.identity.CheckpointKey(s.cfg.Slot))
+	return v, cause, &cp
+}
+
+// readSlot reads the slot's state, and refuses a slot that is not a
+// pgoutput slot of this database.
+func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error) {
 	var plugin, database, walStatus string
 	var confirmed *string
 	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, '')
 		FROM pg_replication_slots WHERE slot_name = $1`,
 		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if s.hadSlot.Load() {
-			if err := s.slotLost(fmt.Sprintf("replication slot %q is gone", s.cfg.Slot), causeDropped); err != nil {
-				return 0, err
-			}
-		}
-		return s.createSlot(ctx, conn)
+		return slotState{}, nil
 	}
 	if err != nil {
-		return 0, classify("look up the replication slot", err)
+		return slotState{}, classify("look up the replication slot", err)
 	}
 	if plugin != "pgoutput" {
-		return 0, connector.Permanent(fmt.Errorf("replication slot %q uses plugin %q; outboxrelay needs a pgoutput slot: use another cdc.slot, or drop this one", s.cfg.Slot, plugin))
+		return slotState{}, connector.Permanent(fmt.Errorf("replication slot %q uses plugin %q; outboxrelay needs a pgoutput slot: use another cdc.slot, or drop this one", s.cfg.Slot, plugin))
 	}
 	if database != conn.Config().Database {
-		return 0, connector.Permanent(fmt.Errorf("replication slot %q belongs to database %q, not %q: use another cdc.slot", s.cfg.Slot, database, conn.Config().Database))
+		return slotState{}, connector.Permanent(fmt.Errorf("replication slot %q belongs to database %q, not %q: use another cdc.slot", s.cfg.Slot, database, conn.Config().Database))
 	}
-	if walStatus == "lost" {
-		if err := s.slotLost(fmt.Sprintf("replication slot %q is invalidated (wal_status lost)", s.cfg.Slot), causeInvalidated); err != nil {
-			return 0, err
+	st := slotState{exists: true, lost: walStatus == "lost"}
+	if confirmed != nil {
+		if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return slotState{}, fmt.Errorf("replication slot %q: confirmed_flush_lsn %q: %w", s.cfg.Slot, *confirmed, err)
 		}
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
-			return 0, classify("drop the invalidated replication slot", err)
-		}
-		return s.createSlot(ctx, conn)
 	}
-	s.hadSlot.Store(true)
-	if confirmed == nil {
-		return 0, nil
-	}
-	return pglogrepl.ParseLSN(*confirmed)
+	return st, nil
 }
 
 // createSlot creates the slot, which captures what commits from now on.
-func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
+func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, error) {
 	var lsn string
 	err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, s.cfg.Slot).Scan(&lsn)
 	if isDuplicate(err) {
@@ -259,12 +317,12 @@ func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN,
 		return s.ensureSlot(ctx, conn)
 	}
 	if err != nil {
-		return 0, classify("create the replication slot", err)
+		return slotPosition{}, classify("create the replication slot", err)
 	}
-	s.hadSlot.Store(true)
 	s.log.Info("created replication slot", "slot", s.cfg.Slot, "lsn", lsn)
 	s.warnRowsBefore(ctx, conn)
-	return pglogrepl.ParseLSN(lsn)
+	pos, err := pglogrepl.ParseLSN(lsn)
+	return slotPosition{lsn: pos, fresh: true}, err
 }
 
 func isDuplicate(err error) bool {

@@ -5,56 +5,138 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 )
 
-// A slot is lost when it disappears, or is invalidated, while the relay
-// knows a position in it: the server no longer keeps the changes committed
-// since that position, so a new slot starts after a gap that nothing
-// fills. Creating one quietly, as a first start does, would lose those
-// events without a word; the source says so instead (cdc.on_slot_loss).
+// A slot is lost when it cannot carry on from the checkpoint: the server
+// no longer keeps the changes committed since the checkpoint's position,
+// so a slot made or moved past it starts after a gap that nothing fills.
+// Creating one quietly, as a first start does, would lose those events
+// without a word; the source says so instead (cdc.on_slot_loss).
 //
-// Within one process the source knows it had the slot (hadSlot). Across a
-// restart it does not: a slot dropped while no relay ran looks like a first
-// start. An invalidated slot is known for lost whenever it is seen.
+// The checkpoint is what makes this decidable across restarts: without
+// one, a slot dropped while no relay ran looks like a first start. Within
+// one process the last checkpoint saved serves, even without a store.
 
-type slotLossCause int
+// SlotLossCause says how a slot was found lost.
+type SlotLossCause string
+
+// The causes judge finds.
+const (
+	// CauseDropped: the slot is gone.
+	CauseDropped SlotLossCause = "dropped"
+	// CauseInvalidated: the server removed WAL the slot needed
+	// (wal_status lost, max_slot_wal_keep_size).
+	CauseInvalidated SlotLossCause = "invalidated"
+	// CauseAhead: the slot is past the checkpoint; the relay never
+	// confirms beyond it, so someone else moved or replaced the slot.
+	CauseAhead SlotLossCause = "ahead"
+	// CauseForeign: the checkpoint was written by another cluster.
+	CauseForeign SlotLossCause = "another cluster"
+)
+
+// SlotLostError stops a relay whose slot was lost, with cdc.on_slot_loss
+// fail. It is permanent: restarting finds the same slot and checkpoint.
+type SlotLostError struct {
+	Slot  string
+	Cause SlotLossCause
+	msg   string
+}
+
+func (e *SlotLostError) Error() string { return e.msg }
+
+// slotState is what pg_replication_slots says of the slot.
+type slotState struct {
+	exists    bool
+	confirmed pglogrepl.LSN
+	lost      bool // wal_status lost
+}
+
+// verdict is what to do with the slot.
+type verdict int
 
 const (
-	causeDropped slotLossCause = iota
-	causeInvalidated
+	useSlot    verdict = iota // stream from it
+	createSlot                // none yet, and no checkpoint: a first start
+	slotLost                  // events may be missing (the cause says why)
 )
+
+// judge compares the slot with the checkpoint the source knows (nil: none
+// was ever saved for this database and slot), for the relay named self.
+func judge(slot slotState, known *connector.Checkpoint, self connector.CheckpointKey) (verdict, SlotLossCause) {
+	switch {
+	case slot.exists && slot.lost:
+		return slotLost, CauseInvalidated
+	case known == nil && slot.exists:
+		return useSlot, ""
+	case known == nil:
+		return createSlot, ""
+	case known.Key.SystemID != self.SystemID:
+		return slotLost, CauseForeign
+	case !slot.exists:
+		return slotLost, CauseDropped
+	case uint64(slot.confirmed) > known.EndLSN:
+		return slotLost, CauseAhead
+	}
+	return useSlot, ""
+}
 
 // SlotLosses counts the slot losses the source has detected, with either
 // cdc.on_slot_loss.
 func (s *Source) SlotLosses() int64 { return s.slotLosses.Load() }
 
-// slotLost reports a lost slot: an error that stops the relay with
-// cdc.on_slot_loss fail, or an ERROR in the log and nil with recreate.
-func (s *Source) slotLost(what string, cause slotLossCause) error {
+// SlotLost reports whether the source stopped on a lost slot
+// (cdc.on_slot_loss fail) and waits for someone to act.
+func (s *Source) SlotLost() bool { return s.lostSlot.Load() }
+
+// reportLoss reports a lost slot: a [SlotLostError] that stops the relay
+// with cdc.on_slot_loss fail, or an ERROR in the log and nil with recreate.
+func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause SlotLossCause) error {
 	s.slotLosses.Add(1)
-	since := fmt.Sprintf("after %s, the last position Kafka acknowledged", s.ConfirmedLSN())
-	if ns := s.published.Load(); ns != 0 {
-		since += fmt.Sprintf(" (the last event relayed was committed at %s)", time.Unix(0, ns).UTC().Format(time.RFC3339Nano))
-	}
-	var why string
+	name := s.cfg.Slot
+	var what, why string
 	switch cause {
-	case causeInvalidated:
+	case CauseInvalidated:
+		what = fmt.Sprintf("replication slot %q is invalidated (wal_status lost)", name)
 		why = "the server removed WAL the slot still needed, because the slot held back more than max_slot_wal_keep_size"
+	case CauseAhead:
+		what = fmt.Sprintf("replication slot %q is at %s, ahead of the checkpoint", name, slot.confirmed)
+		why = "the relay never confirms past its checkpoint, so someone else moved the slot (pg_replication_slot_advance, another consumer of it) or dropped it and created it again later"
+	case CauseForeign:
+		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
+			known.Key.Database, name, known.Key.SystemID, s.identity.SystemID)
+		why = "the relay now reads a different server: a dump and restore or pg_upgrade into a new cluster, or a new database behind the same address. " +
+			"If this is an unrelated database that happens to share the database and slot names in the same Kafka cluster, give it its own cdc.slot or kafka.checkpoint_topic instead"
 	default:
+		what = fmt.Sprintf("replication slot %q is gone", name)
 		why = "it was probably dropped (pg_drop_replication_slot, often to free WAL), lost in a failover to a standby that had no copy of it, or the database was restored from a backup"
 	}
+	since := "since the slot's last known position"
+	if known != nil {
+		since = fmt.Sprintf("after %s, the checkpoint of what Kafka acknowledged", pglogrepl.LSN(known.EndLSN))
+		if !known.CommitTime.IsZero() {
+			since += fmt.Sprintf(" (the last event relayed was committed at %s)", known.CommitTime.UTC().Format(time.RFC3339Nano))
+		}
+	}
 	msg := fmt.Sprintf("%s: %s; events committed %s may never reach Kafka", what, why, since)
+	attrs := []any{"slot", name, "cause", string(cause)}
+	if known != nil {
+		attrs = append(attrs, "checkpoint_lsn", pglogrepl.LSN(known.EndLSN).String(), "checkpoint_commit_time", known.CommitTime)
+	}
 	if s.cfg.OnSlotLoss == SlotLossRecreate {
-		s.log.Error(msg+"; cdc.on_slot_loss is recreate, so a new slot is created and the relay goes on: publish the outbox rows committed in the gap again (their id headers let consumers drop the ones they have)",
-			"slot", s.cfg.Slot, "acknowledged_lsn", s.ConfirmedLSN().String())
+		s.log.Error(msg+"; cdc.on_slot_loss is recreate, so the relay goes on from the slot as it is (creating one if it is gone) and checkpoints there: "+
+			"publish the outbox rows committed in the gap again with outboxrelay backfill --after-checkpoint (their id headers let consumers drop repeats)", attrs...)
 		return nil
 	}
-	return connector.Permanent(fmt.Errorf("%s. The relay stops rather than create a new slot past the gap (cdc.on_slot_loss: fail). "+
-		"To go on: find the outbox rows committed in the gap and publish them again (their id headers let consumers drop repeats), "+
-		"then restart with cdc.on_slot_loss: recreate, or drop the slot yourself and start again; see docs/guarantees.md#a-lost-replication-slot", msg))
+	s.lostSlot.Store(true)
+	err := &SlotLostError{Slot: name, Cause: cause, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
+		"To go on: publish the outbox rows committed in the gap again (outboxrelay backfill --after-checkpoint; their id headers let consumers drop repeats), "+
+		"then start once with cdc.on_slot_loss: recreate; see docs/guarantees.md#a-lost-replication-slot", msg)}
+	s.log.Error("replication slot lost; relaying stopped", append(attrs, "err", err.Error())...)
+	return connector.Permanent(err)
 }
 
 // warnRowsBefore says, when a new slot is created over a table that holds
@@ -77,5 +159,5 @@ func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
 	}
 	s.log.Warn("the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is",
 		"slot", s.cfg.Slot, "table", s.cfg.Table, "rows", count,
-		"hint", "if they must reach Kafka, publish them once by other means; a table that keeps published rows (source: poll) does not have this gap")
+		"hint", "if they must reach Kafka, publish them once with outboxrelay backfill; a table that keeps published rows (source: poll) does not have this gap")
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,15 +37,24 @@ type Source struct {
 
 	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
 
-	// published is the commit time (Unix ns) of the last transaction with
-	// events that Kafka has acknowledged, for the message after a slot
-	// loss: the rows committed after it are the ones to look at.
-	published atomic.Int64
-	// hadSlot: the source has seen its slot in this process, so a slot
-	// gone since is a loss, not a first start (slotloss.go).
-	hadSlot atomic.Bool
-	// slotLosses counts the slot losses detected (slotloss.go).
+	// The checkpoint (checkpoint.go). saved is the position the last
+	// checkpoint holds: the slot is confirmed up to it and no further.
+	openStore    OpenCheckpoints
+	relayVersion string
+	store        connector.CheckpointStore // opened on the first connection
+	identity     Identity
+	saved        atomic.Uint64
+	lastAcked    atomic.Pointer[ackedTxn]
+	events       atomic.Int64 // events acknowledged by this process
+	eventsBase   int64        // events the checkpoint counted before
+	lastSave     time.Time
+	cpMu         sync.Mutex
+	current      *connector.Checkpoint // saved or loaded; nil: none
+
+	// slotLosses counts the slot losses detected; lostSlot is set when
+	// one stopped the source (slotloss.go).
 	slotLosses atomic.Int64
+	lostSlot   atomic.Bool
 
 	// state is a sourceState: whether Run streams, waits for the slot,
 	// or neither. Run sets it; scrapes and probes read it.
@@ -99,8 +109,12 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 }
 
 // ConfirmedLSN is the position the source has confirmed, or will confirm
-// with its next status update.
-func (s *Source) ConfirmedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.acked.Load()) }
+// with its next status update: the last checkpoint's.
+func (s *Source) ConfirmedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.saved.Load()) }
+
+// AcknowledgedLSN is the position Kafka has acknowledged everything
+// before; the next checkpoint saves it.
+func (s *Source) AcknowledgedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.acked.Load()) }
 
 // SkippedChanges counts the UPDATE, DELETE and TRUNCATE changes of the
 // outbox table that the source skipped.
@@ -137,20 +151,31 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 
-	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start}
+	cp := s.startCheckpointer(ctx)
+	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start, skipBefore: start, cpFailed: cp.failed}
 	err = st.run(ctx)
+	cp.halt()
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var cpErr *checkpointError
+	if !errors.As(err, &cpErr) {
+		// What Kafka acknowledged while the stream wound down, so the
+		// next start repeats as little as it can.
+		if serr := s.save(finalCtx); serr != nil {
+			s.log.Warn("could not save the last checkpoint; the next start publishes the events after the previous one again",
+				"slot", s.cfg.Slot, "checkpoint_lsn", s.ConfirmedLSN(), "acknowledged_lsn", s.AcknowledgedLSN(), "err", serr)
+		}
+	}
 	var dead *deadConnError
 	if errors.As(err, &dead) {
 		// Nothing sent on this connection reaches the server any more;
 		// the next session reports the position instead.
 		return err
 	}
-	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	if ctx.Err() != nil {
 		if ferr := st.finish(finalCtx); ferr != nil {
 			s.log.Warn("could not confirm the last position to the slot; the next start publishes the events after it again",
-				"slot", s.cfg.Slot, "confirmed_lsn", pglogrepl.LSN(st.reported), "acknowledged_lsn", s.ConfirmedLSN(), "err", ferr)
+				"slot", s.cfg.Slot, "confirmed_lsn", pglogrepl.LSN(st.reported), "checkpoint_lsn", s.ConfirmedLSN(), "err", ferr)
 		}
 	} else if serr := st.sendStatus(finalCtx, false); serr != nil && err == nil {
 		// A last status update, so the slot holds what Kafka has.
@@ -173,12 +198,30 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, er
 	}
 	s.cfg.Network.Apply(cfg)
 	cfg.RuntimeParams["replication"] = "database"
+	if err := s.loadCheckpoint(ctx); err != nil { // checkpoint.go
+		return nil, 0, err
+	}
 	for {
-		confirmed, err := s.prepare(ctx) // setup.go; waits while the slot is held
+		pos, err := s.prepare(ctx) // setup.go; waits while the slot is held
 		if err != nil {
 			return nil, 0, err
 		}
-		s.advance(confirmed)
+		if pos.fresh {
+			s.acked.Store(uint64(pos.lsn))
+			s.saved.Store(0)
+		} else {
+			s.advance(pos.lsn)
+		}
+		if _, ok := s.Checkpoint(); !ok {
+			// A first checkpoint at once: a slot dropped before the
+			// first event is then caught too.
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := s.save(sctx)
+			cancel()
+			if err != nil {
+				return nil, 0, &checkpointError{err}
+			}
+		}
 		if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
 			// The server then ends this session's walsender, and lets go
 			// of the slot, when it hears nothing from the relay for as long
@@ -191,9 +234,10 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, er
 		if err != nil {
 			return nil, 0, classify("open the replication connection", err)
 		}
-		// Starting at our own acknowledged position skips, after a
-		// reconnect, what Kafka already has; the server starts at the
-		// slot's confirmed position when that is later (and at 0/0 means
+		// Starting at our own acknowledged position skips what Kafka
+		// already has: after a reconnect, and after a start with a slot
+		// behind the checkpoint. The server starts at the slot's
+		// confirmed position when that is later (and at 0/0 means
 		// exactly that).
 		start := pglogrepl.LSN(s.acked.Load())
 		pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
@@ -264,6 +308,14 @@ type stream struct {
 	// emitted is the end LSN of the last transaction handed to the runner;
 	// once acked reaches it, nothing is in flight.
 	emitted pglogrepl.LSN
+	// skipBefore is where the stream was asked to start: a transaction
+	// whose commit lies before it is in Kafka already. The server skips
+	// those itself; the check costs one comparison a transaction.
+	skipBefore pglogrepl.LSN
+	skipTxn    bool
+	txnLastID  string
+	// cpFailed gets the checkpointer's failure.
+	cpFailed <-chan error
 
 	nextStatus time.Time
 	// nextConfirm is the earliest time for a status update that only
@@ -301,13 +353,18 @@ func (st *stream) run(ctx context.Context) error {
 	}()
 	var set time.Time
 	for {
+		select {
+		case err := <-st.cpFailed:
+			return &checkpointError{err}
+		default:
+		}
 		now := time.Now()
 		switch {
 		case !now.Before(st.nextStatus):
 			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
-		case st.src.acked.Load() != st.reported && !now.Before(st.nextConfirm):
+		case st.src.saved.Load() != st.reported && !now.Before(st.nextConfirm):
 			// Confirmed promptly, not only every status interval: what the
 			// slot has not been told is published again after a crash.
 			if err := st.confirm(ctx); err != nil {
@@ -315,8 +372,8 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		}
 		if !st.nextConfirm.After(now) {
-			// Nothing new to confirm yet: look again a confirm interval on.
-			st.nextConfirm = now.Add(st.src.cfg.ConfirmInterval)
+			// Nothing new to confirm yet: look again a checkpoint interval on.
+			st.nextConfirm = now.Add(st.src.cfg.CheckpointInterval)
 		}
 		// Receiving waits until the next status update is due, or until
 		// the server has been silent for the receive timeout. Every status
@@ -418,6 +475,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		st.rels.Add(m)
 	case *pglogrepl.BeginMessage:
 		st.inTxn = true
+		st.skipTxn = m.FinalLSN < st.skipBefore
 		st.commitTime = m.CommitTime
 		st.origin = "commit " + m.FinalLSN.String()
 		st.txnEvents = 0
@@ -438,11 +496,13 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 			st.emitted = max(st.emitted, end)
 			return nil
 		}
-		src, committed := st.src, st.commitTime.UnixNano()
+		src, n := st.src, int64(st.txnEvents)
+		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID}
 		if err := st.emit(ctx, func(err error) {
 			if err == nil {
+				src.lastAcked.Store(txn)
+				src.events.Add(n)
 				src.advance(end)
-				src.published.Store(committed)
 			}
 		}); err != nil {
 			return err
@@ -461,7 +521,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		return fmt.Errorf("parse pgoutput message: %w", err)
 	}
 	rel, ok := st.ours(id)
-	if !ok {
+	if !ok || st.skipTxn {
 		return nil
 	}
 	var e connector.Event
@@ -476,6 +536,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		st.cols = cols
 		e = st.src.cfg.Columns.NewEvent(cols, st.commitTime, st.origin)
 	}
+	st.txnLastID = e.ID
 	st.batch = append(st.batch, e)
 	st.batchBytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
 	st.txnEvents++
@@ -543,6 +604,9 @@ func (st *stream) emit(ctx context.Context, done func(error)) error {
 			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
+		case err := <-st.cpFailed:
+			st.timer.Stop()
+			return &checkpointError{err}
 		case <-ctx.Done():
 			st.timer.Stop()
 			return ctx.Err()
@@ -591,7 +655,7 @@ func (st *stream) finish(ctx context.Context) error {
 // the last one, without asking for a reply, and keeps the next such update
 // a confirm interval away.
 func (st *stream) confirm(ctx context.Context) error {
-	st.nextConfirm = time.Now().Add(st.src.cfg.ConfirmInterval)
+	st.nextConfirm = time.Now().Add(st.src.cfg.CheckpointInterval)
 	return st.report(ctx, false)
 }
 
@@ -604,9 +668,10 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	return st.report(ctx, reply)
 }
 
-// report sends the acknowledged position to the server.
+// report sends the checkpoint's position to the server: what Kafka has
+// acknowledged and a checkpoint holds.
 func (st *stream) report(ctx context.Context, reply bool) error {
-	lsn := pglogrepl.LSN(st.src.acked.Load())
+	lsn := pglogrepl.LSN(st.src.saved.Load())
 	if lsn == 0 {
 		return nil
 	}

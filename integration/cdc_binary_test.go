@@ -52,10 +52,11 @@ func TestCDCBinaryKilledMidStream(t *testing.T) {
 // apart, while 30,000 events commit at 2,000 a second (100 aggregates), as
 // a crash-looping pod would. Nothing may be lost and every aggregate stays
 // in commit order. The events repeated after the kills are logged, not
-// asserted (they depend on timing): they are bounded by what the slot had
-// not been told, which cdc.confirm_interval keeps to a fraction of a
-// second; with only the 10s status interval, this run repeated about three
-// times the events (88,580), with the 200ms confirm interval 1,260-1,660.
+// asserted (they depend on timing): they are bounded by what Kafka had
+// acknowledged but no checkpoint held yet, which cdc.checkpoint_interval
+// keeps to a fraction of a second; with only the 10s status interval, this
+// run repeated about three times the events (88,580), with a 200ms
+// interval 1,260-1,660 (4-6%).
 func TestCDCBinaryKilledFiveTimes(t *testing.T) {
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,7 +46,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	var retry func(error) bool
 	switch cfg.Source {
 	case "cdc":
-		src, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log))
+		var c *cdc.Source
+		c, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log), Build().Version))
+		if err == nil {
+			defer c.Close()
+			src = c
+		}
 	case "poll":
 		src, retry, err = newPoller(cfg, log)
 	default:
@@ -75,11 +81,31 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer stopHTTP()
 	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
+		var lost *cdc.SlotLostError
+		if errors.As(err, &lost) && ctx.Err() == nil {
+			// Restarting finds the same slot and checkpoint, so the relay
+			// does not exit into a restart loop: it stays up, not ready,
+			// with outboxrelay_replication_slot_lost at 1 and the error on
+			// /readyz, until someone acts and stops it.
+			obs.halt(err)
+			log.Error("relaying stopped on a lost replication slot; staying up, not ready, until stopped: read the error above and docs/guarantees.md#a-lost-replication-slot",
+				"component", "app", "slot", lost.Slot, "cause", string(lost.Cause))
+			<-ctx.Done()
+		}
 		return err
 	}
 	stopHTTP()
 	log.Info("outboxrelay stopped", "component", "app")
 	return nil
+}
+
+// checkpointStore opens the CDC source's checkpoint store: the compacted
+// topic kafka.checkpoint_topic, through a client of its own with the
+// sink's brokers and security.
+func checkpointStore(cfg *config.Config, log *slog.Logger) cdc.OpenCheckpoints {
+	return func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
+		return sink.NewCheckpointStore(ctx, cfg.SinkConfig(), cfg.Kafka.CheckpointTopic, key, sink.WithLogger(log))
+	}
 }
 
 // NewLogger builds the logger that log.level and log.format describe.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,15 @@ type observer struct {
 	log *slog.Logger
 	reg *prometheus.Registry
 	m   *metrics.Metrics
+	// halted is the error that stopped relaying for good while the
+	// process stays up (a lost slot); nil while it relays.
+	halted atomic.Pointer[error]
 }
+
+// halt records that relaying stopped on err and will not restart: the
+// readiness probe says so, and liveness no longer asks for a restart that
+// cannot help.
+func (o *observer) halt(err error) { o.halted.Store(&err) }
 
 func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 	reg := prometheus.NewRegistry()
@@ -129,6 +138,9 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 }
 
 func (o *observer) sourceCheck(context.Context) error {
+	if err := o.halted.Load(); err != nil {
+		return fmt.Errorf("relaying stopped and will not restart on its own: %w", *err)
+	}
 	p := o.m.Progress()
 	switch {
 	case p.SourceUp:
@@ -151,7 +163,7 @@ func (o *observer) sourceCheck(context.Context) error {
 func (o *observer) connectedCheck(bound time.Duration) func(context.Context) error {
 	return func(context.Context) error {
 		p := o.m.Progress()
-		if p.DownSince.IsZero() {
+		if p.DownSince.IsZero() || o.halted.Load() != nil {
 			return nil
 		}
 		down := time.Since(p.DownSince)

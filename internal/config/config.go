@@ -64,16 +64,16 @@ type Outbox struct {
 
 // CDC is the logical replication source.
 type CDC struct {
-	Slot              string        `yaml:"slot" doc:"Logical replication slot (pgoutput); created when missing." default:"outboxrelay"`
-	Publication       string        `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')." default:"outboxrelay"`
-	CreatePublication *bool         `yaml:"create_publication" doc:"Create the publication when it is missing." default:"true"`
-	StatusInterval    time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
-	ConfirmInterval   time.Duration `yaml:"confirm_interval" doc:"How soon a position Kafka has acknowledged is confirmed to the slot: while it moves, a status update goes at most this often, so a crash repeats only about this much." default:"200ms"`
-	MaxBatchEvents    int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
-	MaxBatchBytes     int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
-	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
-	ReceiveTimeout    time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
-	OnSlotLoss        string        `yaml:"on_slot_loss" doc:"What to do when the slot is gone or invalidated while the relay knows its position in it (events committed meanwhile may be missing): fail stops with an error saying what happened and what to do; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, creates a new slot and goes on." default:"fail"`
+	Slot               string        `yaml:"slot" doc:"Logical replication slot (pgoutput); created when missing." default:"outboxrelay"`
+	Publication        string        `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')." default:"outboxrelay"`
+	CreatePublication  *bool         `yaml:"create_publication" doc:"Create the publication when it is missing." default:"true"`
+	StatusInterval     time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval" doc:"How often, while the position moves, the relay saves a checkpoint of what Kafka has acknowledged (kafka.checkpoint_topic) and then confirms it to the slot: a crash repeats only about this much." default:"200ms"`
+	MaxBatchEvents     int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
+	MaxBatchBytes      int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
+	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
+	ReceiveTimeout     time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
+	OnSlotLoss         string        `yaml:"on_slot_loss" doc:"What to do when the slot cannot carry on from the checkpoint (gone, invalidated, ahead of the checkpoint, or the checkpoint is another cluster's), so events committed since may be missing: fail stops relaying with an error saying what happened and what to do, fails /readyz and sets outboxrelay_replication_slot_lost; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, goes on from the slot as it is (creating one when it is gone) and checkpoints there." default:"fail"`
 }
 
 // Kafka is the producer.
@@ -248,20 +248,20 @@ func (c *Config) Validate() error {
 // CDCConfig is the CDC source's part of c.
 func (c *Config) CDCConfig() cdc.Config {
 	return cdc.Config{
-		URL:               c.Postgres.URL,
-		Table:             c.Outbox.Table,
-		Columns:           c.Outbox.Columns,
-		Slot:              c.CDC.Slot,
-		Publication:       c.CDC.Publication,
-		CreatePublication: c.CDC.CreatePublication,
-		StatusInterval:    c.CDC.StatusInterval,
-		ConfirmInterval:   c.CDC.ConfirmInterval,
-		MaxBatchEvents:    c.CDC.MaxBatchEvents,
-		MaxBatchBytes:     c.CDC.MaxBatchBytes,
-		HeartbeatInterval: c.CDC.HeartbeatInterval,
-		ReceiveTimeout:    c.CDC.ReceiveTimeout,
-		OnSlotLoss:        c.CDC.OnSlotLoss,
-		Network:           c.Postgres.Network(),
+		URL:                c.Postgres.URL,
+		Table:              c.Outbox.Table,
+		Columns:            c.Outbox.Columns,
+		Slot:               c.CDC.Slot,
+		Publication:        c.CDC.Publication,
+		CreatePublication:  c.CDC.CreatePublication,
+		StatusInterval:     c.CDC.StatusInterval,
+		CheckpointInterval: c.CDC.CheckpointInterval,
+		MaxBatchEvents:     c.CDC.MaxBatchEvents,
+		MaxBatchBytes:      c.CDC.MaxBatchBytes,
+		HeartbeatInterval:  c.CDC.HeartbeatInterval,
+		ReceiveTimeout:     c.CDC.ReceiveTimeout,
+		OnSlotLoss:         c.CDC.OnSlotLoss,
+		Network:            c.Postgres.Network(),
 	}
 }
 

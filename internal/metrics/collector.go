@@ -23,8 +23,10 @@ var (
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
 	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total",
 		"Replication slots found gone or invalidated while the relay knew its position in them: events committed in between may be missing (cdc.on_slot_loss).", nil, nil)
+	slotLostDesc = prometheus.NewDesc(Namespace+"_replication_slot_lost",
+		"1 when a lost replication slot stopped the relay (cdc.on_slot_loss fail): events may be missing, and it relays nothing until someone acts (docs/guarantees.md#a-lost-replication-slot).", nil, nil)
 	confirmedDesc = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
-		"The LSN up to which Kafka has acknowledged everything, as a number; the relay confirms it to the replication slot (cdc only).", nil, nil)
+		"The LSN up to which Kafka has acknowledged everything and a checkpoint holds it, as a number; the relay confirms it to the replication slot (cdc only).", nil, nil)
 	backlogErrDesc = prometheus.NewDesc(Namespace+"_backlog_query_errors",
 		"1 when the last scrape could not count the unpublished rows (poller only).", nil, nil)
 )
@@ -34,7 +36,7 @@ var (
 type relayCollector struct{ m *Metrics }
 
 func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, skippedDesc, slotLossesDesc, confirmedDesc, backlogErrDesc} {
+	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, skippedDesc, slotLossesDesc, slotLostDesc, confirmedDesc, backlogErrDesc} {
 		ch <- d
 	}
 }
@@ -91,6 +93,11 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if stats.slotLosses != nil {
 		ch <- prometheus.MustNewConstMetric(slotLossesDesc, prometheus.CounterValue, float64(stats.slotLosses.SlotLosses()))
+		lost := 0.0
+		if stats.slotLosses.SlotLost() {
+			lost = 1
+		}
+		ch <- prometheus.MustNewConstMetric(slotLostDesc, prometheus.GaugeValue, lost)
 	}
 	if stats.lsn != nil {
 		ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, float64(stats.lsn.ConfirmedLSN()))

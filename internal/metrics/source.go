@@ -27,13 +27,16 @@ type SlotLossCounter interface {
 	// SlotLosses is the number of slot losses detected since the source
 	// was made.
 	SlotLosses() int64
+	// SlotLost reports whether a slot loss stopped the source
+	// (cdc.on_slot_loss fail): it relays nothing until someone acts.
+	SlotLost() bool
 }
 
 // LSNConfirmer is a source that reads a replication slot (the CDC source).
 type LSNConfirmer interface {
 	// ConfirmedLSN is the position up to which Kafka has acknowledged
-	// everything: the source confirms it to the slot, or will with its
-	// next status update.
+	// everything and a checkpoint holds it: the source confirms it to the
+	// slot, or will with its next status update.
 	ConfirmedLSN() pglogrepl.LSN
 }
 

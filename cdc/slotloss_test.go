@@ -1,0 +1,38 @@
+package cdc
+
+import (
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+func TestJudgeSlot(t *testing.T) {
+	self := connector.CheckpointKey{SystemID: "100", Database: "app", Slot: "s"}
+	at := func(lsn uint64) *connector.Checkpoint { return &connector.Checkpoint{Key: self, EndLSN: lsn} }
+	foreign := &connector.Checkpoint{Key: connector.CheckpointKey{SystemID: "200", Database: "app", Slot: "s"}, EndLSN: 50}
+	for _, tc := range []struct {
+		name    string
+		slot    slotState
+		known   *connector.Checkpoint
+		verdict verdict
+		cause   SlotLossCause
+	}{
+		{"first start", slotState{}, nil, createSlot, ""},
+		{"slot made before the relay ran, or by init", slotState{exists: true, confirmed: 10}, nil, useSlot, ""},
+		{"slot at the checkpoint", slotState{exists: true, confirmed: 50}, at(50), useSlot, ""},
+		{"slot behind the checkpoint", slotState{exists: true, confirmed: 40}, at(50), useSlot, ""},
+		{"slot dropped", slotState{}, at(50), slotLost, CauseDropped},
+		{"slot ahead: recreated or advanced by someone else", slotState{exists: true, confirmed: 60}, at(50), slotLost, CauseAhead},
+		{"invalidated with a checkpoint", slotState{exists: true, lost: true, confirmed: 40}, at(50), slotLost, CauseInvalidated},
+		{"invalidated without one", slotState{exists: true, lost: true}, nil, slotLost, CauseInvalidated},
+		{"another cluster's checkpoint, no slot", slotState{}, foreign, slotLost, CauseForeign},
+		{"another cluster's checkpoint, a slot", slotState{exists: true, confirmed: 10}, foreign, slotLost, CauseForeign},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, cause := judge(tc.slot, tc.known, self)
+			if v != tc.verdict || cause != tc.cause {
+				t.Fatalf("judge = %v, %q; want %v, %q", v, cause, tc.verdict, tc.cause)
+			}
+		})
+	}
+}

@@ -1,0 +1,423 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// checkpointed is a CDC source that keeps its checkpoints in the env's
+// Kafka, as the app does, and logs to logs as well as to the test.
+func (e *env) checkpointed(t *testing.T, onSlotLoss string, logs *syncBuffer) *cdc.Source {
+	t.Helper()
+	brokers := e.brokers
+	open := func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
+		return sink.NewCheckpointStore(ctx, sink.Config{Brokers: brokers}, "", key)
+	}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	src, err := cdc.New(cdc.Config{URL: e.url, Table: "public." + e.table, Slot: e.name, Publication: e.name,
+		StatusInterval: 100 * time.Millisecond, OnSlotLoss: onSlotLoss},
+		cdc.WithLogger(log), cdc.WithCheckpoints(open, "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	return src
+}
+
+// checkpointKey is the key the env's relay saves its checkpoints under.
+func (e *env) checkpointKey(t *testing.T) connector.CheckpointKey {
+	t.Helper()
+	id, err := cdc.Identify(context.Background(), e.url, pgsql.Network{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.CheckpointKey(e.name)
+}
+
+// relayAndStop relays a first round of events with a checkpointed source,
+// stops it gracefully and returns the checkpoint it left.
+func (e *env) relayAndStop(ctx context.Context, t *testing.T, c *collector, w workload) connector.Checkpoint {
+	t.Helper()
+	var logs syncBuffer
+	src := e.checkpointed(t, cdc.SlotLossFail, &logs)
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, e.pool, e.name)
+	w.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c.waitFor(t, rows, time.Minute)
+	r.stop(t)
+	cp, ok := src.Checkpoint()
+	if !ok {
+		t.Fatal("the relay stopped without a checkpoint")
+	}
+	if cp.Events != int64(len(rows)) || cp.CommitTime.IsZero() || cp.RelayVersion != "test" {
+		t.Fatalf("checkpoint after %d events: %+v", len(rows), cp)
+	}
+	if _, ok := rows[cp.LastEventID]; !ok {
+		t.Fatalf("the checkpoint's last event id %q is no outbox row", cp.LastEventID)
+	}
+	var confirmed string
+	if err := e.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.name).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed != connector.FormatLSN(cp.EndLSN) {
+		t.Fatalf("after a graceful stop the slot is at %s, the checkpoint at %s", confirmed, connector.FormatLSN(cp.EndLSN))
+	}
+	return cp
+}
+
+func slotExists(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) bool {
+	t.Helper()
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	return exists
+}
+
+// wantSlotLost checks the error a relay stopped with on a lost slot.
+func wantSlotLost(t *testing.T, err error, cause cdc.SlotLossCause, want ...string) {
+	t.Helper()
+	var lost *cdc.SlotLostError
+	if !connector.IsPermanent(err) || !errors.As(err, &lost) {
+		t.Fatalf("relay stopped with %v; want a permanent SlotLostError", err)
+	}
+	if lost.Cause != cause {
+		t.Errorf("cause %q, want %q", lost.Cause, cause)
+	}
+	for _, w := range append(want, "may never reach Kafka", "backfill --after-checkpoint", "cdc.on_slot_loss: recreate") {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error does not say %q:\n%v", w, err)
+		}
+	}
+}
+
+// onlyRows asserts that every record is one of rows, and none of gap.
+func onlyRows(t *testing.T, c *collector, rows map[string]row, gap map[string]row) {
+	t.Helper()
+	c.settle(300 * time.Millisecond)
+	for _, rec := range c.recs {
+		id := header(rec, "id")
+		if _, ok := gap[id]; ok {
+			t.Errorf("event %s, committed while the slot was lost, reached Kafka: the test's premise is wrong", id)
+		} else if _, ok := rows[id]; !ok {
+			t.Errorf("record with id %q is no outbox row", id)
+		}
+	}
+}
+
+// The slot is dropped while no relay runs, and events are committed: only
+// the checkpoint in Kafka can tell this restart from a first start. By
+// default the relay stops with an error naming the slot, the checkpoint's
+// position and commit time, and what to do, and creates no slot; with
+// recreate it reports the gap at ERROR and goes on from a new slot.
+func TestCDCCheckpointSlotDroppedWhileStopped(t *testing.T) {
+	for _, mode := range []string{cdc.SlotLossFail, cdc.SlotLossRecreate} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, cdcKind)
+			c := newCollector(t, e.brokers, "outbox.event.order")
+			w := workload{table: e.table, writers: 2, aggregates: 10, events: 200}
+			cp := e.relayAndStop(ctx, t, c, w)
+			before := readRows(ctx, t, e.pool, e.table)
+
+			if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
+				t.Fatal(err)
+			}
+			w.seqBase = 200 / 10
+			w.write(ctx, t, e.pool)
+			gap := map[string]row{}
+			for id, rw := range readRows(ctx, t, e.pool, e.table) {
+				if _, ok := before[id]; !ok {
+					gap[id] = rw
+				}
+			}
+
+			var logs syncBuffer
+			src := e.checkpointed(t, mode, &logs)
+			r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+			if mode == cdc.SlotLossFail {
+				wantSlotLost(t, r.wait(t, time.Minute), cdc.CauseDropped,
+					`replication slot "`+e.name+`" is gone`, "dropped", "failover",
+					connector.FormatLSN(cp.EndLSN), cp.CommitTime.UTC().Format(time.RFC3339Nano))
+				if slotExists(ctx, t, e.pool, e.name) {
+					t.Error("the relay created a new slot past the gap; with on_slot_loss fail it must not")
+				}
+				if !src.SlotLost() {
+					t.Error("SlotLost() is false after the relay stopped on a lost slot")
+				}
+				onlyRows(t, c, before, gap)
+			} else {
+				waitSlotActive(ctx, t, e.pool, e.name)
+				w.seqBase = 2 * 200 / 10
+				w.write(ctx, t, e.pool)
+				after := map[string]row{}
+				for id, rw := range readRows(ctx, t, e.pool, e.table) {
+					if _, old := before[id]; !old {
+						if _, lost := gap[id]; !lost {
+							after[id] = rw
+						}
+					}
+				}
+				c.waitFor(t, after, time.Minute)
+				r.stop(t)
+				for _, w := range []string{"level=ERROR", "is gone", "backfill --after-checkpoint", connector.FormatLSN(cp.EndLSN)} {
+					if !strings.Contains(logs.String(), w) {
+						t.Errorf("the log does not say %q:\n%s", w, logs.String())
+					}
+				}
+				// The new slot's checkpoint replaced the old one.
+				now, ok := src.Checkpoint()
+				if !ok || now.Events != cp.Events+int64(len(after)) {
+					t.Errorf("checkpoint after the recreate %+v; want %d events counted", now, cp.Events+int64(len(after)))
+				}
+				for id, rw := range before {
+					after[id] = rw
+				}
+				onlyRows(t, c, after, gap)
+			}
+			if n := src.SlotLosses(); n != 1 {
+				t.Errorf("SlotLosses = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// Someone drops the slot and creates it again while the relay is stopped,
+// after more events were committed: the new slot stands past the
+// checkpoint, which the relay's own slot never does, and starting from it
+// would skip those events. The relay stops and says so.
+func TestCDCCheckpointSlotRecreatedAhead(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, cdcKind)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: e.table, writers: 1, aggregates: 5, events: 50}
+	cp := e.relayAndStop(ctx, t, c, w)
+	before := readRows(ctx, t, e.pool, e.table)
+
+	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
+		t.Fatal(err)
+	}
+	w.seqBase = 50 / 5
+	w.write(ctx, t, e.pool)
+	gap := readRows(ctx, t, e.pool, e.table)
+	for id := range before {
+		delete(gap, id)
+	}
+	var created string
+	if err := e.pool.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, e.name).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs syncBuffer
+	r := startRelay(t, e.checkpointed(t, cdc.SlotLossFail, &logs), e.brokers, connector.RunnerConfig{}, sink.Config{})
+	wantSlotLost(t, r.wait(t, time.Minute), cdc.CauseAhead,
+		`replication slot "`+e.name+`" is at `+created+", ahead of the checkpoint",
+		"pg_replication_slot_advance", connector.FormatLSN(cp.EndLSN))
+	onlyRows(t, c, before, gap)
+}
+
+// A checkpoint for this database and slot written by another cluster (a
+// relay moved to a restored or upgraded server) stops a relay that has
+// none of its own, before it creates a slot.
+func TestCDCCheckpointFromAnotherCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newEnv(t, cdcKind)
+	self := e.checkpointKey(t)
+	old := self
+	old.SystemID = "7000000000000000001"
+	st, err := sink.NewCheckpointStore(ctx, sink.Config{Brokers: e.brokers}, "", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	if err := st.Save(ctx, connector.Checkpoint{EndLSN: 0x1_00000000, CommitTime: committed, Events: 99}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var logs syncBuffer
+	r := startRelay(t, e.checkpointed(t, cdc.SlotLossFail, &logs), e.brokers, connector.RunnerConfig{}, sink.Config{})
+	wantSlotLost(t, r.wait(t, time.Minute), cdc.CauseForeign,
+		"written by another cluster", "system_identifier "+old.SystemID, "this server is "+self.SystemID,
+		"1/0", committed.Format(time.RFC3339Nano), "own cdc.slot or kafka.checkpoint_topic")
+	if slotExists(ctx, t, e.pool, e.name) {
+		t.Error("the relay created a slot despite another cluster's checkpoint")
+	}
+}
+
+// A checkpoint record under the relay's own key that cannot be trusted
+// (corrupt, or from a newer relay) stops it with an error that names the
+// record and the problem: never a crash, never a start that ignores it.
+func TestCDCCheckpointUnreadable(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"corrupt", `{"version":1,"end_lsn":`, "not JSON"},
+		{"future version", `{"version":3,"position":{"lsn":"0/1"}}`, "version 3 was written by a newer relay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e := newEnv(t, cdcKind)
+			key := e.checkpointKey(t)
+			// The store creates the topic, one partition; the bad record
+			// then follows a good one there.
+			st, err := sink.NewCheckpointStore(ctx, sink.Config{Brokers: e.brokers}, "", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Save(ctx, connector.Checkpoint{EndLSN: 1}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: sink.DefaultCheckpointTopic, Key: []byte(key.String()), Value: []byte(tc.value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+
+			var logs syncBuffer
+			r := startRelay(t, e.checkpointed(t, cdc.SlotLossFail, &logs), e.brokers, connector.RunnerConfig{}, sink.Config{})
+			err = r.wait(t, time.Minute)
+			if !connector.IsPermanent(err) || !errors.Is(err, connector.ErrCheckpointUnreadable) {
+				t.Fatalf("relay stopped with %v; want a permanent ErrCheckpointUnreadable", err)
+			}
+			for _, w := range []string{tc.want, sink.DefaultCheckpointTopic, "offset 1", key.String(), `slot "` + e.name + `"`} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q:\n%v", w, err)
+				}
+			}
+			if slotExists(ctx, t, e.pool, e.name) {
+				t.Error("the relay created a slot despite an unreadable checkpoint")
+			}
+		})
+	}
+}
+
+// A relay that crashed after saving a checkpoint and before confirming it
+// finds its slot behind the checkpoint: the transactions up to the
+// checkpoint are in Kafka already and are not published again.
+func TestCDCCheckpointAheadOfSlotSkips(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newEnv(t, cdcKind)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: e.table, writers: 1, aggregates: 5, events: 50}
+	cp := e.relayAndStop(ctx, t, c, w)
+	before := readRows(ctx, t, e.pool, e.table)
+
+	// Events the crashed relay had published, by the checkpoint's word.
+	w.seqBase = 50 / 5
+	w.write(ctx, t, e.pool)
+	covered := readRows(ctx, t, e.pool, e.table)
+	for id := range before {
+		delete(covered, id)
+	}
+	var at string
+	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	end, err := pglogrepl.ParseLSN(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sink.NewCheckpointStore(ctx, sink.Config{Brokers: e.brokers}, "", e.checkpointKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(ctx, connector.Checkpoint{EndLSN: uint64(end), CommitTime: time.Now(), Events: cp.Events + int64(len(covered))}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var logs syncBuffer
+	src := e.checkpointed(t, cdc.SlotLossFail, &logs)
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, e.pool, e.name)
+	w.seqBase = 2 * 50 / 5
+	w.write(ctx, t, e.pool)
+	after := readRows(ctx, t, e.pool, e.table)
+	for id := range before {
+		delete(after, id)
+	}
+	for id := range covered {
+		delete(after, id)
+	}
+	c.waitFor(t, after, time.Minute)
+	r.stop(t)
+	for id, rw := range before {
+		after[id] = rw
+	}
+	onlyRows(t, c, after, covered)
+	var confirmed string
+	if err := e.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.name).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	if lsn, _ := pglogrepl.ParseLSN(confirmed); lsn < end {
+		t.Errorf("the slot is at %s, still behind the checkpoint at %s", confirmed, at)
+	}
+}
+
+// Run as the binary runs, a relay stopped by a lost slot stays up: /readyz
+// fails with the error, /healthz passes (a restart cannot help), and
+// outboxrelay_replication_slot_lost is 1, until it is stopped.
+func TestCDCSlotLostHoldsNotReady(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, cdcKind)
+	env := map[string]string{
+		"postgres.url":        e.url,
+		"outbox.table":        "public." + e.table,
+		"cdc.slot":            e.name,
+		"cdc.publication":     e.name,
+		"cdc.status_interval": "100ms",
+		"kafka.brokers":       strings.Join(e.brokers, ","),
+		"http.listen":         "127.0.0.1:0",
+	}
+	a := startApp(t, env)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	workload{table: e.table, writers: 1, aggregates: 5, events: 50}.write(ctx, t, e.pool)
+	c.waitFor(t, readRows(ctx, t, e.pool, e.table), time.Minute)
+	a.stop(t)
+	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
+		t.Fatal(err)
+	}
+
+	a = launchApp(t, env)
+	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, time.Minute, "relaying stopped", "is gone")
+	a.waitMetric(t, "outboxrelay_replication_slot_lost", 30*time.Second, "1", func(v float64) bool { return v == 1 })
+	if v := a.metric(t, "outboxrelay_replication_slot_losses_total"); v != 1 {
+		t.Errorf("outboxrelay_replication_slot_losses_total = %v, want 1", v)
+	}
+	if code, body := a.get(t, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %s; a relay held on a lost slot is alive", code, body)
+	}
+	select {
+	case err := <-a.done:
+		t.Fatalf("the relay exited (%v); it should stay up, not ready", err)
+	default:
+	}
+	a.cancel()
+	err := <-a.done
+	a.done = nil
+	var lost *cdc.SlotLostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("stopped relay returned %v; want the SlotLostError", err)
+	}
+}
