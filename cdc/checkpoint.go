@@ -144,7 +144,11 @@ func (s *Source) save(ctx context.Context) error {
 	key := s.identity.CheckpointKey(s.cfg.Slot)
 	cur, ok := s.Checkpoint()
 	own := ok && cur.Key == key
-	if own && cur.EndLSN == lsn {
+	pending := s.snapshotting.Load()
+	if own && cur.SnapshotPending && pending {
+		return nil // held at the consistent point until the snapshot is in Kafka
+	}
+	if own && cur.EndLSN == lsn && cur.SnapshotPending == pending {
 		return nil
 	}
 	cp := connector.Checkpoint{
@@ -154,6 +158,8 @@ func (s *Source) save(ctx context.Context) error {
 		Events:       s.eventsBase + s.events.Load(),
 		RelayVersion: s.relayVersion,
 		Written:      time.Now(),
+
+		SnapshotPending: pending,
 	}
 	if own {
 		cp.CommitTime, cp.LastEventID = cur.CommitTime, cur.LastEventID
@@ -196,11 +202,13 @@ func (s *Source) startCheckpointer(ctx context.Context) *checkpointer {
 				return
 			case <-t.C:
 			}
-			if s.acked.Load() == s.saved.Load() {
+			cur, _ := s.Checkpoint()
+			snapshotDone := cur.SnapshotPending && !s.snapshotting.Load()
+			if s.acked.Load() == s.saved.Load() && !snapshotDone {
 				continue
 			}
 			n := s.events.Load()
-			if n == savedEvents && time.Since(s.lastSave) < s.cfg.StatusInterval {
+			if n == savedEvents && !snapshotDone && time.Since(s.lastSave) < s.cfg.StatusInterval {
 				continue
 			}
 			// A save that Kafka does not answer must not hold the

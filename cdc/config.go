@@ -65,6 +65,18 @@ type Config struct {
 	// goes on from the slot as it is (creating one when it is gone) and
 	// saves a new checkpoint there. Default "fail".
 	OnSlotLoss string `yaml:"on_slot_loss"`
+	// Snapshot is what the source does with the rows already in the
+	// table when it creates its slot: "never" leaves them (a slot captures
+	// only what commits after it exists, and the source says how many it
+	// left); "initial" creates the slot with an exported snapshot and
+	// publishes the rows visible in it before streaming, so that none
+	// falls between the two and none is read twice. Default "never".
+	Snapshot string `yaml:"snapshot"`
+	// FailoverSlot creates the slot as a failover slot, which a promoted
+	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
+	// on the standby). Default true where the server supports it; ignored
+	// before 17.
+	FailoverSlot *bool `yaml:"failover_slot"`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network
 }
@@ -102,6 +114,9 @@ func (c *Config) SetDefaults() {
 	c.Network.SetDefaults()
 	if c.OnSlotLoss == "" {
 		c.OnSlotLoss = SlotLossFail
+	}
+	if c.Snapshot == "" {
+		c.Snapshot = SnapshotNever
 	}
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = 1000
@@ -148,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OnSlotLoss != SlotLossFail && c.OnSlotLoss != SlotLossRecreate {
 		errs = append(errs, fmt.Errorf("cdc.on_slot_loss: %q is neither %q nor %q", c.OnSlotLoss, SlotLossFail, SlotLossRecreate))
+	}
+	if c.Snapshot != SnapshotNever && c.Snapshot != SnapshotInitial {
+		errs = append(errs, fmt.Errorf("cdc.snapshot: %q is neither %q nor %q", c.Snapshot, SnapshotNever, SnapshotInitial))
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))

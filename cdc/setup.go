@@ -225,6 +225,9 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 type slotPosition struct {
 	lsn   pglogrepl.LSN
 	fresh bool
+	// create: the slot is to be created on the replication connection,
+	// with a snapshot (cdc.snapshot initial); lsn is not known yet.
+	create bool
 }
 
 // ensureSlot compares the slot with the checkpoint (judge) and creates the
@@ -310,8 +313,12 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error
 
 // createSlot creates the slot, which captures what commits from now on.
 func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, error) {
+	if s.cfg.Snapshot == SnapshotInitial {
+		return slotPosition{create: true}, nil // snapshot.go, on the replication connection
+	}
 	var lsn string
-	err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, s.cfg.Slot).Scan(&lsn)
+	version := serverVersion(conn.PgConn())
+	err := conn.QueryRow(ctx, createSlotSQL(version, s.failover(version)), s.cfg.Slot).Scan(&lsn)
 	if isDuplicate(err) {
 		// Another relay created it first.
 		return s.ensureSlot(ctx, conn)

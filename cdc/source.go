@@ -48,6 +48,9 @@ type Source struct {
 	events       atomic.Int64 // events acknowledged by this process
 	eventsBase   int64        // events the checkpoint counted before
 	lastSave     time.Time
+	// snapshotting: the rows of cdc.snapshot initial are not all in
+	// Kafka yet, and the checkpoint holds at the slot's consistent point.
+	snapshotting atomic.Bool
 	cpMu         sync.Mutex
 	current      *connector.Checkpoint // saved or loaded; nil: none
 
@@ -135,19 +138,35 @@ func (s *Source) advance(lsn pglogrepl.LSN) {
 // until ctx is cancelled or the connection fails or falls silent.
 func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	defer s.state.Store(int32(stateDown))
-	conn, start, err := s.connect(ctx)
+	conn, start, snap, err := s.connect(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
+	if snap != nil {
+		// snapshot.go: the rows already in the table go first, then the
+		// stream from the slot's consistent point.
+		if err := s.publishSnapshot(ctx, *snap, out); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := s.startReplication(ctx, conn, start); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
+		}
+	}
+	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 
@@ -190,37 +209,28 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 
 // connect prepares the slot, waits while another session holds it, opens
 // the replication connection and starts streaming. It returns the
-// connection and the position streaming starts from.
-func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, error) {
+// connection and the position streaming starts from; with a snapshot to
+// publish first (cdc.snapshot initial), it returns before starting, and
+// Run starts once the snapshot is handed on.
+func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *snapshotJob, error) {
 	cfg, err := pgconn.ParseConfig(s.cfg.URL)
 	if err != nil {
-		return nil, 0, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+		return nil, 0, nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
 	}
 	s.cfg.Network.Apply(cfg)
 	cfg.RuntimeParams["replication"] = "database"
 	if err := s.loadCheckpoint(ctx); err != nil { // checkpoint.go
-		return nil, 0, err
+		return nil, 0, nil, err
+	}
+	closeConn := func(conn *pgconn.PgConn) {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		conn.Close(closeCtx)
+		cancel()
 	}
 	for {
 		pos, err := s.prepare(ctx) // setup.go; waits while the slot is held
 		if err != nil {
-			return nil, 0, err
-		}
-		if pos.fresh {
-			s.acked.Store(uint64(pos.lsn))
-			s.saved.Store(0)
-		} else {
-			s.advance(pos.lsn)
-		}
-		if _, ok := s.Checkpoint(); !ok {
-			// A first checkpoint at once: a slot dropped before the
-			// first event is then caught too.
-			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := s.save(sctx)
-			cancel()
-			if err != nil {
-				return nil, 0, &checkpointError{err}
-			}
+			return nil, 0, nil, err
 		}
 		if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
 			// The server then ends this session's walsender, and lets go
@@ -232,7 +242,48 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, er
 		}
 		conn, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
-			return nil, 0, classify("open the replication connection", err)
+			return nil, 0, nil, classify("open the replication connection", err)
+		}
+		var snap *snapshotJob
+		if pos.create {
+			lsn, name, err := s.createExported(ctx, conn)
+			if isDuplicate(err) {
+				closeConn(conn) // another relay created it first: judge again
+				continue
+			}
+			if err != nil {
+				closeConn(conn)
+				return nil, 0, nil, classify("create the replication slot", err)
+			}
+			pos = slotPosition{lsn: lsn, fresh: true}
+			snap = &snapshotJob{name: name}
+		}
+		if pos.fresh {
+			s.acked.Store(uint64(pos.lsn))
+			s.saved.Store(0)
+		} else {
+			s.advance(pos.lsn)
+		}
+		cp, ok := s.Checkpoint()
+		if snap == nil && ok && cp.SnapshotPending {
+			s.log.Warn("the snapshot of the outbox table was not all in Kafka when the relay stopped; publishing the table again, as it is now, before streaming (consumers drop the repeats by id)",
+				"slot", s.cfg.Slot)
+			snap = &snapshotJob{}
+		}
+		if snap != nil {
+			s.snapshotting.Store(true)
+		}
+		if !ok || snap != nil {
+			// A first checkpoint at once: a slot dropped before the first
+			// event is then caught too, and a snapshot cut short is
+			// published again.
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := s.save(sctx)
+			cancel()
+			if err != nil {
+				closeConn(conn)
+				return nil, 0, nil, &checkpointError{err}
+			}
 		}
 		// Starting at our own acknowledged position skips what Kafka
 		// already has: after a reconnect, and after a start with a slot
@@ -240,29 +291,35 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, er
 		// confirmed position when that is later (and at 0/0 means
 		// exactly that).
 		start := pglogrepl.LSN(s.acked.Load())
-		pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
-		startCtx, cancel := s.cfg.Network.Query(ctx)
-		err = pglogrepl.StartReplication(startCtx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
-			PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
-		})
-		cancel()
+		if snap != nil {
+			return conn, start, snap, nil
+		}
+		err = s.startReplication(ctx, conn, start)
 		if err == nil {
 			s.holder = 0
-			return conn, start, nil
+			return conn, start, nil, nil
 		}
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		conn.Close(closeCtx)
-		cancel()
+		closeConn(conn)
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != pgerrcode.ObjectInUse {
-			return nil, 0, classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
+			return nil, 0, nil, classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
 		}
 		// Another session took the slot between prepare's look and our
 		// start: wait for it like any other holder.
 		if err := sleep(ctx, slotPollInterval); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 	}
+}
+
+// startReplication starts streaming from the slot at start.
+func (s *Source) startReplication(ctx context.Context, conn *pgconn.PgConn, start pglogrepl.LSN) error {
+	pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
+	startCtx, cancel := s.cfg.Network.Query(ctx)
+	defer cancel()
+	return pglogrepl.StartReplication(startCtx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

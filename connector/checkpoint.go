@@ -77,6 +77,10 @@ type Checkpoint struct {
 	RelayVersion string
 	// Written is when it was written.
 	Written time.Time
+	// SnapshotPending: the relay created the slot and began publishing
+	// the rows already in the table (cdc.snapshot initial), and Kafka has
+	// not yet acknowledged them all; a restart publishes them again.
+	SnapshotPending bool
 }
 
 // CheckpointStore keeps the latest [Checkpoint] of a relay outside
@@ -129,6 +133,8 @@ type checkpointJSON struct {
 	Events       int64     `json:"events"`
 	RelayVersion string    `json:"relay_version"`
 	Written      time.Time `json:"written"`
+	// SnapshotPending is left out when false, as almost always.
+	SnapshotPending bool `json:"snapshot_pending,omitempty"`
 }
 
 // FormatLSN writes an LSN the way PostgreSQL does ("16/B374D848"), so a
@@ -168,6 +174,8 @@ func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
 		Events:       cp.Events,
 		RelayVersion: cp.RelayVersion,
 		Written:      cp.Written.UTC(),
+
+		SnapshotPending: cp.SnapshotPending,
 	})
 }
 
@@ -221,5 +229,7 @@ func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
 		Events:       j.Events,
 		RelayVersion: j.RelayVersion,
 		Written:      j.Written,
+
+		SnapshotPending: j.SnapshotPending,
 	}, nil
 }

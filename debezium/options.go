@@ -129,7 +129,7 @@ var Options = []Option{
 	{Name: "heartbeat.interval.ms", Scope: ScopeConnector, Default: "0", Status: WithNote, Text: "`cdc.heartbeat_interval`: a logical message keeps an idle slot moving; no heartbeat records are written to Kafka"},
 	{Name: "heartbeat.action.query", Scope: ScopeConnector, Status: No, Text: "not run; the heartbeat's logical message needs no table", Report: Warning},
 	{Name: "topic.heartbeat.prefix", Scope: ScopeConnector, Default: "__debezium-heartbeat", Status: NoEffect, Text: "no heartbeat records", Report: Info},
-	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "outboxrelay never snapshots; it relays what commits after its slot's position (outbox rows are events, not state)", Report: Warning},
+	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "`cdc.snapshot`: initial and when_needed publish the rows already in the table when outboxrelay creates the slot (from the slot's exported snapshot), never and no_data do not; a slot that exists (a takeover) is streamed from without a snapshot. always, initial_only and the others are refused", Report: Warning},
 	{Name: "slot.drop.on.stop", Scope: ScopeConnector, Default: "false", Status: No, Text: "outboxrelay never drops its slot", Report: Warning},
 	{Name: "slot.stream.params", Scope: ScopeConnector, Status: No, Text: "outboxrelay sends proto_version and publication_names only", Report: Warning},
 	{Name: "flush.lsn.source", Scope: ScopeConnector, Default: "true", Status: WithNote, Text: "outboxrelay always confirms what Kafka has acknowledged", Report: Warning},

@@ -348,11 +348,18 @@ func (tr *translator) connector() {
 	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
 		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
 	}
-	if v, ok := tr.get("snapshot.mode"); !ok || (v != "never" && v != "no_data") {
-		if !ok {
-			v = "initial"
-		}
-		tr.note("snapshot.mode", Info, "%s: outboxrelay takes no snapshot; it relays what commits after the slot's confirmed position, which is where Debezium left off once its snapshot was done", v)
+	mode, ok := tr.get("snapshot.mode")
+	if !ok {
+		mode = "initial" // Debezium's default
+	}
+	switch mode {
+	case "initial", "when_needed":
+		tr.set("cdc.snapshot", "initial")
+		tr.note("snapshot.mode", Info, "%s: cdc.snapshot initial: when outboxrelay creates the slot, it first publishes the rows already in the table, from the slot's exported snapshot; an existing slot (taken over from Debezium) is streamed from its confirmed position without a snapshot", mode)
+	case "never", "no_data":
+		tr.set("cdc.snapshot", "never")
+	default:
+		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
 	for _, k := range []string{"time.precision.mode", "binary.handling.mode"} {
 		v, ok := tr.get(k)

@@ -532,7 +532,10 @@ func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
 	detail := fmt.Sprintf("slot %q (pgoutput), wal_status %s, %s behind the server", slot, walStatus, bytesText(lag))
 	if safe != nil {
 		detail += fmt.Sprintf(", %s left before max_slot_wal_keep_size", bytesText(safe))
+	} else {
+		detail += "; max_slot_wal_keep_size is -1, so the slot may hold back WAL without bound while the relay is down (set it, and alert on OutboxRelaySlotWALRetained)"
 	}
+	detail += "; " + c.failoverText(ctx, slot)
 	switch {
 	case walStatus == "unreserved":
 		c.r.add(Warn, CheckSlot, detail+"; the WAL it needs is about to be removed",
@@ -546,6 +549,32 @@ func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
 		c.r.pass(CheckSlot, "%s; not in use", detail)
 	}
 }
+
+// failoverText says whether the slot survives a failover: only a failover
+// slot does (PostgreSQL 17 and later, synchronized to a standby with
+// sync_replication_slots); before 17 no slot does, and the relay's
+// checkpoint is what makes the loss loud.
+func (c *pgCheck) failoverText(ctx context.Context, slot string) string {
+	var version int
+	if err := c.conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return "whether it is a failover slot is unknown: " + err.Error()
+	}
+	if version < 170000 {
+		return fmt.Sprintf("not a failover slot (PostgreSQL %d has none): a promoted standby does not have it, and the relay then stops on the lost slot (docs/guarantees.md#a-lost-replication-slot)", version/10000)
+	}
+	var failover bool
+	if err := c.conn.QueryRow(ctx, failoverQuery, slot).Scan(&failover); err != nil {
+		return "whether it is a failover slot is unknown: " + err.Error()
+	}
+	if !failover {
+		return "not a failover slot: a promoted standby does not have it; ALTER_REPLICATION_SLOT on a replication connection, or drop it and let the relay create it (cdc.failover_slot)"
+	}
+	return "a failover slot: a standby with sync_replication_slots keeps it"
+}
+
+// failoverQuery reads pg_replication_slots.failover, which PostgreSQL 17
+// added.
+const failoverQuery = `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`
 
 func bytesText(n *int64) string {
 	if n == nil {

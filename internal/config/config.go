@@ -74,6 +74,8 @@ type CDC struct {
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
 	ReceiveTimeout     time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
 	OnSlotLoss         string        `yaml:"on_slot_loss" doc:"What to do when the slot cannot carry on from the checkpoint (gone, invalidated, ahead of the checkpoint, or the checkpoint is another cluster's), so events committed since may be missing: fail stops relaying with an error saying what happened and what to do, fails /readyz and sets outboxrelay_replication_slot_lost; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, goes on from the slot as it is (creating one when it is gone) and checkpoints there." default:"fail"`
+	Snapshot           string        `yaml:"snapshot" doc:"The rows already in the table when the relay creates its slot: never leaves them (a slot captures only what commits after it exists; the relay logs how many it left); initial creates the slot with an exported snapshot and publishes the rows visible in it before streaming, none missed and none twice (Debezium's snapshot.mode initial)." default:"never"`
+	FailoverSlot       *bool         `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby); ignored before 17." default:"true (PostgreSQL 17+)"`
 }
 
 // Kafka is the producer.
@@ -261,6 +263,8 @@ func (c *Config) CDCConfig() cdc.Config {
 		HeartbeatInterval:  c.CDC.HeartbeatInterval,
 		ReceiveTimeout:     c.CDC.ReceiveTimeout,
 		OnSlotLoss:         c.CDC.OnSlotLoss,
+		Snapshot:           c.CDC.Snapshot,
+		FailoverSlot:       c.CDC.FailoverSlot,
 		Network:            c.Postgres.Network(),
 	}
 }

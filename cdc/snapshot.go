@@ -1,0 +1,246 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// A slot captures only what commits after it exists. With cdc.snapshot
+// initial, the source creates its slot on the replication connection with
+// an exported snapshot, reads the table in that snapshot, hands those rows
+// on, and only then streams from the slot's consistent point: a row is
+// either visible in the snapshot or committed after the consistent point,
+// never both, never neither (Debezium's snapshot.mode initial).
+//
+// Until Kafka has acknowledged the last row of the snapshot, the checkpoint
+// says so (SnapshotPending) and stays at the consistent point: a restart
+// then reads the table again, at its current state, before streaming from
+// the slot, so a row is published at least once, some twice (with their id
+// headers), and none lost.
+
+// What Snapshot may be.
+const (
+	SnapshotNever   = "never"
+	SnapshotInitial = "initial"
+)
+
+// snapshotJob is a snapshot to publish before streaming: an exported one
+// (name), or, when name is empty, the table as it is now.
+type snapshotJob struct{ name string }
+
+// createSlotCommand is the replication command that creates the slot with
+// an exported snapshot. The option list came with PostgreSQL 15, FAILOVER
+// with 17; before 15 the snapshot is a bare keyword.
+func createSlotCommand(slot string, serverVersion int, failover bool) string {
+	if serverVersion < 150000 {
+		return fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput EXPORT_SNAPSHOT", pgx.Identifier{slot}.Sanitize())
+	}
+	opts := "SNAPSHOT 'export'"
+	if failover && serverVersion >= 170000 {
+		opts += ", FAILOVER"
+	}
+	return fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (%s)", pgx.Identifier{slot}.Sanitize(), opts)
+}
+
+// createExported creates the slot on the replication connection conn,
+// exporting the snapshot it starts from, which stays usable until conn
+// runs another command.
+func (s *Source) createExported(ctx context.Context, conn *pgconn.PgConn) (pglogrepl.LSN, string, error) {
+	cmd := createSlotCommand(s.cfg.Slot, serverVersion(conn), s.failover(serverVersion(conn)))
+	res, err := pglogrepl.ParseCreateReplicationSlot(conn.Exec(ctx, cmd))
+	if err != nil {
+		return 0, "", err
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, "", fmt.Errorf("create the replication slot: consistent point %q: %w", res.ConsistentPoint, err)
+	}
+	s.log.Info("created replication slot with a snapshot of the outbox table (cdc.snapshot initial)",
+		"slot", s.cfg.Slot, "lsn", lsn.String(), "snapshot", res.SnapshotName)
+	return lsn, res.SnapshotName, nil
+}
+
+// serverVersion is server_version_num as the server reported it when the
+// connection started, or 0.
+func serverVersion(conn *pgconn.PgConn) int {
+	v := conn.ParameterStatus("server_version")
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, " ")
+	var ma, mi int
+	if _, err := fmt.Sscan(major, &ma); err != nil {
+		return 0
+	}
+	_, _ = fmt.Sscan(minor, &mi)
+	if ma >= 10 {
+		return ma*10000 + mi
+	}
+	return ma*10000 + mi*100
+}
+
+// publishSnapshot reads every row of the outbox table visible in the
+// snapshot (or now, for a snapshotJob without a name) and hands them to
+// out in batches. Within the snapshot the rows go oldest transaction
+// first, and within a transaction in the order it wrote them: the order
+// of transaction ids is commit order for an aggregate whose transactions
+// do not overlap, which is how an outbox is written. The last batch's
+// Done ends the pending snapshot.
+func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<- connector.Batch) error {
+	cfg, err := pgx.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	s.cfg.Network.Apply(&cfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return classify("connect to PostgreSQL for the snapshot", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return classify("begin the snapshot transaction", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if job.name != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(job.name)); err != nil {
+			return classify("use the slot's snapshot", err)
+		}
+	}
+	var at time.Time
+	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&at); err != nil {
+		return classify("begin the snapshot transaction", err)
+	}
+	cols, err := snapshotColumns(ctx, tx, s.schema, s.table)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(cols))
+	formats := make([]int16, len(cols))
+	for i, c := range cols {
+		names[i] = pgx.Identifier{c.Name}.Sanitize()
+		if c.Type == byteaOID {
+			formats[i] = 1 // raw bytes, as connector.Column holds bytea
+		}
+	}
+	// age(xmin) orders by transaction id across wraparound; a frozen
+	// row's is the largest, so frozen (old) rows come first.
+	q := fmt.Sprintf("SELECT %s FROM %s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), pgx.Identifier{s.schema, s.table}.Sanitize())
+	s.log.Info("publishing the rows already in the outbox table (cdc.snapshot initial)", "slot", s.cfg.Slot, "table", s.cfg.Table,
+		"exported_snapshot", job.name != "")
+	rr := tx.Conn().PgConn().ExecParams(ctx, q, nil, nil, nil, formats)
+	origin := "snapshot of " + s.cfg.Table
+	var batch []connector.Event
+	bytes, total := 0, 0
+	send := func(done func(error)) error {
+		n := int64(len(batch))
+		b := connector.Batch{Events: batch, Done: func(err error) {
+			if err == nil {
+				s.events.Add(n)
+			}
+			if done != nil {
+				done(err)
+			}
+		}}
+		batch, bytes = nil, 0
+		select {
+		case out <- b:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([]connector.Column, len(cols))
+		for i, c := range cols {
+			row[i] = connector.Column{Name: c.Name, Type: c.Type, Null: vals[i] == nil}
+			if vals[i] != nil {
+				row[i].Value = append([]byte(nil), vals[i]...)
+			}
+		}
+		e := s.cfg.Columns.NewEvent(row, at, origin)
+		batch = append(batch, e)
+		bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
+		total++
+		if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
+			if err := send(nil); err != nil {
+				rr.Close()
+				return err
+			}
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return classify("read the outbox table for the snapshot", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify("end the snapshot transaction", err)
+	}
+	// The last batch, even an empty one: its Done, after every other
+	// snapshot batch's, says Kafka has them all.
+	return send(func(err error) {
+		if err == nil {
+			s.snapshotting.Store(false)
+			s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", total)
+		}
+	})
+}
+
+const byteaOID = 17
+
+// snapshotColumns lists the table's columns as pgoutput sends them: every
+// column not dropped and not generated, in table order.
+func snapshotColumns(ctx context.Context, tx pgx.Tx, schema, table string) ([]connector.Column, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT a.attname, a.atttypid::int8
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+		ORDER BY a.attnum`, schema, table)
+	if err != nil {
+		return nil, classify("read the outbox table's columns", err)
+	}
+	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (connector.Column, error) {
+		var c connector.Column
+		var typ int64
+		err := r.Scan(&c.Name, &typ)
+		c.Type = uint32(typ)
+		return c, err
+	})
+	if err != nil {
+		return nil, classify("read the outbox table's columns", err)
+	}
+	return cols, nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// failover says whether to create the slot as a failover slot, which a
+// promoted standby keeps (PostgreSQL 17 and later; cdc.failover_slot).
+func (s *Source) failover(serverVersion int) bool {
+	if serverVersion < 170000 {
+		return false
+	}
+	return s.cfg.FailoverSlot == nil || *s.cfg.FailoverSlot
+}
+
+// createSlotSQL is the SQL that creates the slot without a snapshot, and
+// its arguments after the slot's name.
+func createSlotSQL(serverVersion int, failover bool) string {
+	if failover && serverVersion >= 170000 {
+		// slot_name, plugin, temporary, twophase, failover
+		return `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+	}
+	return `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`
+}
