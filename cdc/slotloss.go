@@ -159,5 +159,5 @@ func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
 	}
 	s.log.Warn("the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is",
 		"slot", s.cfg.Slot, "table", s.cfg.Table, "rows", count,
-		"hint", "if they must reach Kafka, publish them once with outboxrelay backfill; a table that keeps published rows (source: poll) does not have this gap")
+		"hint", "if they must reach Kafka, publish them once with outboxrelay backfill, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")
 }
