@@ -73,15 +73,33 @@ func (s *Source) loadCheckpoint(ctx context.Context) error {
 			return fmt.Errorf("open the checkpoint store: %w", err)
 		}
 	}
+	if rec, ok := store.(connector.CheckpointRecorder); ok && rec.Transactions() {
+		// txn.go: read once the slot is this relay's and the other
+		// writers are fenced, in prepare.
+		s.recorder = rec
+		s.store = store
+		return nil
+	}
+	if err := s.firstLoad(ctx, store); err != nil {
+		store.Close()
+		return err
+	}
+	return nil
+}
+
+// firstLoad reads the checkpoint the first time, into a source that knows
+// none yet.
+func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore) error {
+	key := s.identity.CheckpointKey(s.cfg.Slot)
 	cp, found, err := store.Load(ctx)
 	if err != nil {
-		store.Close()
 		if errors.Is(err, connector.ErrCheckpointUnreadable) {
 			return connector.Permanent(fmt.Errorf("read the checkpoint of slot %q: %w", s.cfg.Slot, err))
 		}
 		return fmt.Errorf("read the checkpoint of slot %q: %w", s.cfg.Slot, err)
 	}
 	s.store = store
+	s.loaded = true
 	if found {
 		s.setCurrent(&cp)
 		if cp.Key == key {
@@ -140,6 +158,9 @@ func (s *Source) Close() {
 // one save runs at a time: the checkpointer's, or Run's own while no
 // checkpointer runs.
 func (s *Source) save(ctx context.Context) error {
+	if s.recorder != nil {
+		return nil // the sink commits the checkpoints (txn.go)
+	}
 	lsn := s.acked.Load()
 	key := s.identity.CheckpointKey(s.cfg.Slot)
 	cur, ok := s.Checkpoint()

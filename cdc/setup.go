@@ -65,7 +65,22 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 	if err != nil {
 		return slotPosition{}, err
 	}
-	if waited {
+	switch {
+	case s.recorder != nil:
+		// Exactly once (txn.go): no earlier instance may commit once this
+		// one reads the checkpoint it will resume from.
+		if err := s.recorder.Fence(ctx); err != nil {
+			return slotPosition{}, err
+		}
+		if !s.loaded {
+			err = s.firstLoad(ctx, s.store)
+		} else {
+			err = s.reloadCheckpoint(ctx)
+		}
+		if err != nil {
+			return slotPosition{}, err
+		}
+	case waited:
 		// The session that held the slot may have moved it, and with it
 		// the checkpoint (another relay on this slot saves under the
 		// same key): judged against the checkpoint read at start, the

@@ -92,7 +92,7 @@ func serverVersion(conn *pgconn.PgConn) int {
 // of transaction ids is commit order for an aggregate whose transactions
 // do not overlap, which is how an outbox is written. The last batch's
 // Done ends the pending snapshot.
-func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<- connector.Batch) error {
+func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogrepl.LSN, out chan<- connector.Batch) error {
 	cfg, err := pgx.ParseConfig(s.cfg.URL)
 	if err != nil {
 		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
@@ -117,8 +117,8 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<
 			return classify("use the slot's snapshot", err)
 		}
 	}
-	var at time.Time
-	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&at); err != nil {
+	var now time.Time
+	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&now); err != nil {
 		return classify("begin the snapshot transaction", err)
 	}
 	cols, err := snapshotColumns(ctx, tx, s.schema, s.table)
@@ -142,16 +142,36 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<
 	origin := "snapshot of " + s.cfg.Table
 	var batch []connector.Event
 	bytes, total := 0, 0
-	send := func(done func(error)) error {
+	eventsAt := s.events.Load()
+	// send hands on the batch; the last one's Done, after every other
+	// snapshot batch's, says Kafka has them all. With exactly once every
+	// batch may end a Kafka transaction, with a checkpoint at the
+	// consistent point that says whether the snapshot is still under way.
+	send := func(last bool) error {
 		n := int64(len(batch))
-		b := connector.Batch{Events: batch, Done: func(err error) {
-			if err == nil {
-				s.events.Add(n)
+		var mark func() (*connector.Message, error)
+		var done func(error)
+		if s.recorder != nil {
+			eventsAt += n
+			mark, done = s.markFuncs(s.markAt(at), eventsAt, n, !last)
+		} else {
+			done = func(err error) {
+				if err == nil {
+					s.events.Add(n)
+				}
 			}
-			if done != nil {
-				done(err)
+		}
+		if last {
+			inner, rows := done, total
+			done = func(err error) {
+				inner(err)
+				if err == nil {
+					s.snapshotting.Store(false)
+					s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
+				}
 			}
-		}}
+		}
+		b := connector.Batch{Events: batch, Done: done, Checkpoint: mark}
 		batch, bytes = nil, 0
 		select {
 		case out <- b:
@@ -169,12 +189,12 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<
 				row[i].Value = append([]byte(nil), vals[i]...)
 			}
 		}
-		e := s.cfg.Columns.NewEvent(row, at, origin)
+		e := s.cfg.Columns.NewEvent(row, now, origin)
 		batch = append(batch, e)
 		bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
 		total++
 		if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
-			if err := send(nil); err != nil {
+			if err := send(false); err != nil {
 				rr.Close()
 				return err
 			}
@@ -186,14 +206,8 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, out chan<
 	if err := tx.Commit(ctx); err != nil {
 		return classify("end the snapshot transaction", err)
 	}
-	// The last batch, even an empty one: its Done, after every other
-	// snapshot batch's, says Kafka has them all.
-	return send(func(err error) {
-		if err == nil {
-			s.snapshotting.Store(false)
-			s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", total)
-		}
-	})
+	// The last batch, even an empty one.
+	return send(true)
 }
 
 const byteaOID = 17

@@ -48,11 +48,16 @@ type Source struct {
 	events       atomic.Int64 // events acknowledged by this process
 	eventsBase   int64        // events the checkpoint counted before
 	lastSave     time.Time
+	needMark     bool // exactly once: commit a checkpoint before streaming
 	// snapshotting: the rows of cdc.snapshot initial are not all in
 	// Kafka yet, and the checkpoint holds at the slot's consistent point.
 	snapshotting atomic.Bool
 	cpMu         sync.Mutex
 	current      *connector.Checkpoint // saved or loaded; nil: none
+	loaded       bool                  // the store was read once
+	// recorder: the sink commits the checkpoints in the events' Kafka
+	// transactions (kafka.delivery exactly_once, txn.go); nil otherwise.
+	recorder connector.CheckpointRecorder
 
 	// slotLosses counts the slot losses detected; lostSlot is set when
 	// one stopped the source (slotloss.go).
@@ -150,10 +155,19 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
+	if s.recorder != nil && s.needMark {
+		// txn.go: the first checkpoint, committed before anything else.
+		if err := s.emitMark(ctx, out, start); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	if snap != nil {
 		// snapshot.go: the rows already in the table go first, then the
 		// stream from the slot's consistent point.
-		if err := s.publishSnapshot(ctx, *snap, out); err != nil {
+		if err := s.publishSnapshot(ctx, *snap, start, out); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -171,7 +185,8 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	s.state.Store(int32(stateStreaming))
 
 	cp := s.startCheckpointer(ctx)
-	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start, skipBefore: start, cpFailed: cp.failed}
+	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start, skipBefore: start, cpFailed: cp.failed,
+		eventsAt: s.events.Load(), lastMark: time.Now()}
 	err = st.run(ctx)
 	cp.halt()
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -273,7 +288,8 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 		if snap != nil {
 			s.snapshotting.Store(true)
 		}
-		if !ok || snap != nil {
+		s.needMark = s.recorder != nil && (!ok || snap != nil)
+		if s.recorder == nil && (!ok || snap != nil) {
 			// A first checkpoint at once: a slot dropped before the first
 			// event is then caught too, and a snapshot cut short is
 			// published again.
@@ -373,6 +389,11 @@ type stream struct {
 	txnLastID  string
 	// cpFailed gets the checkpointer's failure.
 	cpFailed <-chan error
+	// eventsAt counts the events of this process up to the last complete
+	// transaction handed on, and lastMark is when a checkpoint last went
+	// with a batch (exactly once, txn.go).
+	eventsAt int64
+	lastMark time.Time
 
 	nextStatus time.Time
 	// nextConfirm is the earliest time for a status update that only
@@ -504,6 +525,9 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 		if !st.inTxn && st.src.acked.Load() >= uint64(st.emitted) {
 			st.src.advance(ka.ServerWALEnd)
 			st.emitted = max(st.emitted, ka.ServerWALEnd)
+			if err := st.markIdle(ctx); err != nil {
+				return err
+			}
 		}
 		if ka.ReplyRequested {
 			return st.sendStatus(ctx, false)
@@ -555,6 +579,15 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		}
 		src, n := st.src, int64(st.txnEvents)
 		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID}
+		if src.recorder != nil {
+			st.eventsAt += n
+			mark, done := src.markFuncs(txn, st.eventsAt, n, false)
+			if err := st.emitWith(ctx, mark, done); err != nil {
+				return err
+			}
+			st.emitted, st.lastMark = end, time.Now()
+			return nil
+		}
 		if err := st.emit(ctx, func(err error) {
 			if err == nil {
 				src.lastAcked.Store(txn)
@@ -634,11 +667,16 @@ func (st *stream) skip(id uint32, op string) {
 // keeps the status updates going, so the server does not time out a
 // session that is only waiting for Kafka.
 func (st *stream) emit(ctx context.Context, done func(error)) error {
+	return st.emitWith(ctx, nil, done)
+}
+
+// emitWith is emit with a checkpoint for the batch (exactly once, txn.go).
+func (st *stream) emitWith(ctx context.Context, mark func() (*connector.Message, error), done func(error)) error {
 	// The batch is gathered in a slice that is reused, and handed on as an
 	// exact copy: growing a new slice for every batch by appending copied
 	// each event twice on average and was a sixth of the bytes the relay
 	// allocated in a drain.
-	b := connector.Batch{Events: slices.Clone(st.batch), Done: done}
+	b := connector.Batch{Events: slices.Clone(st.batch), Done: done, Checkpoint: mark}
 	clear(st.batch) // let go of the payloads
 	st.batch, st.batchBytes = st.batch[:0], 0
 	select {

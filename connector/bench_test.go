@@ -74,7 +74,7 @@ func BenchmarkPublish(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := r.publish(ctx, t, batch); err != nil {
+		if err := r.publish(ctx, t, batch, r.newTxnState(t)); err != nil {
 			b.Fatal(err)
 		}
 	}

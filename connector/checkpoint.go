@@ -114,6 +114,24 @@ type CheckpointStore interface {
 	Close()
 }
 
+// CheckpointRecorder is a [CheckpointStore] whose checkpoints are written
+// by a [Transactional] sink, in the Kafka transaction of the events they
+// cover (kafka.delivery exactly_once): Save does nothing, Message gives
+// the record to commit, and Load reads only committed records.
+type CheckpointRecorder interface {
+	CheckpointStore
+	// Fence makes this relay the one writer of its transactions: any
+	// other instance can no longer commit, and the transaction it left
+	// open is aborted. The source calls it on taking over the slot,
+	// before reading the checkpoint.
+	Fence(ctx context.Context) error
+	// Message returns the record that saves cp.
+	Message(cp Checkpoint) (*Message, error)
+	// Transactions reports whether the sink writes the checkpoints; when
+	// false, Save does, and Fence and Message are not needed.
+	Transactions() bool
+}
+
 // ErrCheckpointUnreadable marks a checkpoint record that exists but
 // cannot be trusted: corrupt, written for another key, or by a newer
 // relay. The relay stops on it; it never falls back to the slot alone.

@@ -14,6 +14,15 @@ type Batch struct {
 	// and return. A batch that ends in the middle of a transaction has no
 	// Done, since the source cannot advance to its end.
 	Done func(err error)
+	// Checkpoint, when not nil, returns the record that says the source
+	// got to the end of this batch, for a [Transactional] sink: the runner
+	// publishes it in the same Kafka transaction as this batch and every
+	// batch before it, when it commits right after this batch. A source
+	// sets it only on a batch that ends where it could resume (at the end
+	// of a source transaction); a batch without one cannot end a Kafka
+	// transaction. A batch may have no events and only a Checkpoint, to
+	// move the checkpoint while nothing is published.
+	Checkpoint func() (*Message, error)
 }
 
 // Source reads committed outbox events.
@@ -53,4 +62,24 @@ type Sink interface {
 	// Abort fails every message not yet acknowledged, calling its done
 	// with an error, and readies the sink to publish again.
 	Abort(ctx context.Context) error
+}
+
+// Transactional is a [Sink] that can publish in Kafka transactions
+// (kafka.delivery exactly_once), so that read_committed consumers see each
+// event once: a transaction commits the events with the checkpoint that
+// covers them, and one that fails is aborted whole.
+//
+// Transactions is called once, before the first Publish. Commit is called
+// from the goroutine that calls Publish, never during a Publish.
+type Transactional interface {
+	Sink
+	// Transactions reports whether the sink publishes in transactions.
+	Transactions() bool
+	// Commit publishes mark (the checkpoint) and commits it with every
+	// message published since the last Commit, in one transaction. A
+	// message's done is called with nil only then; a message the broker
+	// refused has its done called with the error at once, and the
+	// transaction can then only abort: Commit aborts it and calls the
+	// other dones with an error. Abort aborts the open transaction.
+	Commit(ctx context.Context, mark *Message) error
 }

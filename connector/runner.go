@@ -25,6 +25,10 @@ type RunnerConfig struct {
 	// after a lost connection or a failed produce. Defaults 500ms and 30s.
 	RetryMin time.Duration
 	RetryMax time.Duration
+	// TransactionInterval is how long a Kafka transaction stays open, with
+	// a [Transactional] sink, before the runner commits it at the next
+	// batch that carries a checkpoint. Default 100ms.
+	TransactionInterval time.Duration
 }
 
 func (c *RunnerConfig) SetDefaults() {
@@ -37,6 +41,9 @@ func (c *RunnerConfig) SetDefaults() {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.TransactionInterval == 0 {
+		c.TransactionInterval = 100 * time.Millisecond
 	}
 }
 
@@ -53,6 +60,9 @@ func (c *RunnerConfig) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s is negative", c.ShutdownTimeout))
+	}
+	if c.TransactionInterval < 0 {
+		errs = append(errs, fmt.Errorf("transaction interval %s is negative", c.TransactionInterval))
 	}
 	if c.RetryMin < 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("retry backoff %s..%s: need 0 <= min <= max", c.RetryMin, c.RetryMax))
@@ -91,6 +101,9 @@ type Runner struct {
 	// per event escaped to the heap (Publish takes a pointer), and Publish
 	// does not keep it.
 	msg Message
+
+	// txn is the sink when it publishes in transactions, else nil.
+	txn Transactional
 }
 
 // maxPoisoned bounds the poisoned set; past it, an event is only detected
@@ -106,6 +119,9 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}}
 	for _, o := range opts {
 		o(r)
+	}
+	if t, ok := sink.(Transactional); ok && t.Transactions() {
+		r.txn = t
 	}
 	return r, nil
 }
@@ -166,11 +182,22 @@ func (r *Runner) runOnce(ctx context.Context) error {
 	t := newTracker()
 	var failure error
 	srcEnded := false
+	tx := r.newTxnState(t)
+	defer tx.stop()
 loop:
 	for {
 		select {
 		case b := <-out:
-			if err := r.publish(pubCtx, t, b); err != nil {
+			if err := r.publish(pubCtx, t, b, tx); err != nil {
+				failure = err
+				break loop
+			}
+			if err := tx.published(pubCtx, b, t); err != nil {
+				failure = err
+				break loop
+			}
+		case <-tx.tick:
+			if err := tx.due(pubCtx, t); err != nil {
 				failure = err
 				break loop
 			}
@@ -198,7 +225,15 @@ loop:
 		if srcEnded {
 			flushCtx, cancel = context.WithTimeout(pubCtx, r.cfg.ShutdownTimeout)
 		}
-		err := r.sink.Flush(flushCtx)
+		var err error
+		if r.txn != nil {
+			// What ends at a checkpoint is committed; a transaction cut
+			// in the middle of a source transaction is aborted below, and
+			// published again from the checkpoint.
+			err = tx.finish(flushCtx)
+		} else {
+			err = r.sink.Flush(flushCtx)
+		}
 		cancel()
 		drained = err == nil
 		if err != nil && failure == nil {
@@ -214,6 +249,7 @@ loop:
 			r.log.Warn("abort buffered events", "err", err)
 		}
 		cancel()
+		tx.release(t, errTxnAborted)
 	}
 	srcStop()
 	if !srcEnded {
@@ -225,8 +261,9 @@ loop:
 }
 
 // publish routes and publishes every event of b.
-func (r *Runner) publish(ctx context.Context, t *tracker, b Batch) error {
+func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState) error {
 	p := t.add(b.Done)
+	tx.hold(t, p, b)
 	m := &r.msg
 	for i := range b.Events {
 		e := &b.Events[i]
@@ -288,6 +325,16 @@ func (r *Runner) sendAlone(ctx context.Context, m *Message) error {
 	}
 	if err := r.sink.Flush(ctx); err != nil {
 		return err
+	}
+	if r.txn != nil {
+		// In a transaction a refusal comes at once, and a success only
+		// with the commit; after the flush, no answer is a success.
+		select {
+		case err := <-res:
+			return err
+		default:
+			return nil
+		}
 	}
 	return <-res
 }

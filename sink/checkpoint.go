@@ -32,6 +32,8 @@ type CheckpointStore struct {
 	partitions int
 	cl         *kgo.Client
 	log        *slog.Logger
+	// txn writes the checkpoints in its transactions; nil: Save does.
+	txn *Sink
 }
 
 var _ connector.CheckpointStore = (*CheckpointStore)(nil)
@@ -69,7 +71,7 @@ func NewCheckpointStore(ctx context.Context, cfg Config, topic string, key conne
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: kafka client: %w", err)
 	}
-	s := &CheckpointStore{topic: topic, key: key, cl: cl, log: o.log.With("component", "checkpoint")}
+	s := &CheckpointStore{topic: topic, key: key, cl: cl, log: o.log.With("component", "checkpoint"), txn: o.txn}
 	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, err
@@ -137,7 +139,9 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	if err != nil {
 		return connector.Checkpoint{}, false, s.aclError("read", err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	// Up to the last stable offset: a checkpoint in a transaction still
+	// open (a relay that stopped mid-commit) is not one yet.
+	ends, err := adm.ListCommittedOffsets(ctx, s.topic)
 	if err != nil {
 		return connector.Checkpoint{}, false, s.aclError("read", err)
 	}
@@ -156,7 +160,13 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	// produces, and a client's consumed partitions are fixed when it is made.
 	opts := append(s.cl.Opts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 		s.topic: {part: kgo.NewOffset().At(start.Offset)},
-	}))
+	}),
+		// Checkpoints written in transactions count once committed; the
+		// commit markers are kept so that the read knows it reached the
+		// end (the last offset is often a marker, never a record).
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {
 		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint store: kafka client: %w", err)
@@ -179,6 +189,9 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			if string(r.Key) == string(key) {
 				last = r
 			} else if k, err := connector.ParseCheckpointKey(string(r.Key)); err == nil && k.SameRelay(s.key) {
@@ -211,21 +224,48 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	return cp, true, nil
 }
 
-// Save writes cp and waits for Kafka to acknowledge it with acks=all.
+// Save writes cp and waits for Kafka to acknowledge it with acks=all. With
+// WithTransactions it does nothing: the sink has committed cp already.
 func (s *CheckpointStore) Save(ctx context.Context, cp connector.Checkpoint) error {
+	if s.txn != nil {
+		return nil
+	}
+	m, err := s.Message(cp)
+	if err != nil {
+		return err
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: m.Key, Value: m.Value, Partition: *m.Partition}).FirstErr(); err != nil {
+		return s.aclError("write", err)
+	}
+	return nil
+}
+
+// Message returns the record that saves cp.
+func (s *CheckpointStore) Message(cp connector.Checkpoint) (*connector.Message, error) {
 	cp.Key = s.key
 	if cp.Written.IsZero() {
 		cp.Written = time.Now()
 	}
 	v, err := connector.EncodeCheckpoint(cp)
 	if err != nil {
-		return fmt.Errorf("checkpoint: encode: %w", err)
+		return nil, fmt.Errorf("checkpoint: encode: %w", err)
 	}
-	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: []byte(s.key.String()), Value: v, Partition: s.partitionFor()}).FirstErr(); err != nil {
-		return s.aclError("write", err)
-	}
-	return nil
+	part := s.partitionFor()
+	return &connector.Message{Topic: s.topic, Key: []byte(s.key.String()), Value: v, Timestamp: cp.Written, Partition: &part}, nil
 }
+
+// Fence makes the store's sink the one writer of the relay's transactions
+// ([Sink.Fence]); without transactions it does nothing.
+func (s *CheckpointStore) Fence(ctx context.Context) error {
+	if s.txn == nil {
+		return nil
+	}
+	return s.txn.Fence(ctx)
+}
+
+// Transactions reports whether the checkpoints are written in the sink's
+// transactions.
+func (s *CheckpointStore) Transactions() bool { return s.txn != nil }
 
 // Close closes the store's client.
 func (s *CheckpointStore) Close() { s.cl.Close() }

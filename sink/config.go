@@ -47,6 +47,11 @@ type Config struct {
 	// AllowPlaintextSASL lets SASL PLAIN send its password without TLS.
 	// Default false: that combination is refused.
 	AllowPlaintextSASL bool
+	// TransactionalID, when set, makes the sink publish in Kafka
+	// transactions under this id (kafka.delivery exactly_once, txn.go).
+	// Every instance of one relay uses the same id, so the one that takes
+	// over fences the others. Default empty: no transactions.
+	TransactionalID string `yaml:"transactional_id"`
 }
 
 func (c *Config) SetDefaults() {

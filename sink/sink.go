@@ -30,6 +30,8 @@ type Sink struct {
 	log *slog.Logger
 
 	limits *limits
+	// txn is the open transaction's state; nil without transactions.
+	txn *txnState
 }
 
 var _ connector.Sink = (*Sink)(nil)
@@ -40,7 +42,15 @@ type Option func(*options)
 type options struct {
 	log  *slog.Logger
 	kgos []kgo.Opt
+	// txn: the checkpoint store's records are written by this sink, in
+	// its transactions (WithTransactions).
+	txn *Sink
 }
+
+// WithTransactions makes a checkpoint store leave the writing to snk,
+// which commits each checkpoint in the transaction of the events it covers
+// (kafka.delivery exactly_once).
+func WithTransactions(snk *Sink) Option { return func(o *options) { o.txn = snk } }
 
 // WithLogger sets the logger for the sink and the Kafka client.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -101,11 +111,18 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	)
 	lim := &limits{fixed: cfg.MaxRecordBytes}
 	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
+	if cfg.TransactionalID != "" {
+		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(transactionTimeout))
+	}
 	cl, err := kgo.NewClient(append(kopts, o.kgos...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{cfg: cfg, cl: cl, p: cl, log: o.log.With("component", "sink"), limits: lim}, nil
+	s := &Sink{cfg: cfg, cl: cl, p: cl, log: o.log.With("component", "sink"), limits: lim}
+	if cfg.TransactionalID != "" {
+		s.txn = &txnState{}
+	}
+	return s, nil
 }
 
 // Client is the underlying franz-go client, for health checks and metrics.
@@ -129,6 +146,9 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	}
 	id := m.EventID
 	partitioned := withPartition(ctx, rec, m)
+	if s.txn != nil {
+		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, rec, err)) }, done)
+	}
 	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		done(partitioned(classify(id, rec, err)))
 	})
@@ -155,8 +175,13 @@ func classify(eventID string, rec *kgo.Record, err error) error {
 // Flush implements [connector.Sink].
 func (s *Sink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 
-// Abort implements [connector.Sink].
-func (s *Sink) Abort(ctx context.Context) error { return s.p.AbortBufferedRecords(ctx) }
+// Abort implements [connector.Sink]; in a transaction it aborts it.
+func (s *Sink) Abort(ctx context.Context) error {
+	if s.txn != nil {
+		return s.abortTxn(ctx, errAborted)
+	}
+	return s.p.AbortBufferedRecords(ctx)
+}
 
 // Close releases the client. Call it after the runner has returned.
 func (s *Sink) Close() { s.p.Close() }

@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
-		c, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log), Build().Version))
+		c, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version))
 		if err == nil {
 			defer c.Close()
 			src = c
@@ -102,9 +102,17 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 // checkpointStore opens the CDC source's checkpoint store: the compacted
 // topic kafka.checkpoint_topic, through a client of its own with the
 // sink's brokers and security.
-func checkpointStore(cfg *config.Config, log *slog.Logger) cdc.OpenCheckpoints {
+// With kafka.delivery exactly_once, snk writes the checkpoints, in the
+// transactions of the events they cover.
+func checkpointStore(cfg *config.Config, log *slog.Logger, snk *sink.Sink) cdc.OpenCheckpoints {
 	return func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
-		return sink.NewCheckpointStore(ctx, cfg.SinkConfig(), cfg.Kafka.CheckpointTopic, key, sink.WithLogger(log))
+		sc := cfg.SinkConfig()
+		sc.TransactionalID = "" // the store's own client does not write in transactions
+		opts := []sink.Option{sink.WithLogger(log)}
+		if snk.Transactions() {
+			opts = append(opts, sink.WithTransactions(snk))
+		}
+		return sink.NewCheckpointStore(ctx, sc, cfg.Kafka.CheckpointTopic, key, opts...)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -80,15 +81,18 @@ type CDC struct {
 
 // Kafka is the producer.
 type Kafka struct {
-	Brokers            []string      `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
-	ClientID           string        `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
-	Compression        string        `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
-	MaxBufferedRecords int           `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"4096"`
-	MaxBufferedBytes   int           `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
-	Linger             time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
-	MaxRecordBytes     int           `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
-	CheckpointTopic    string        `yaml:"checkpoint_topic" doc:"Compacted topic where the CDC relay records what Kafka has acknowledged (one small record per relay, keyed by cluster, database and slot), and reads it back on start to tell a slot that is merely behind from one that was lost; created with cleanup.policy=compact when missing (docs/checkpoint.md)." default:"outboxrelay.checkpoints"`
-	DeadLetterTopic    string        `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
+	Brokers             []string      `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
+	ClientID            string        `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
+	Compression         string        `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
+	MaxBufferedRecords  int           `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"4096"`
+	MaxBufferedBytes    int           `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
+	Linger              time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
+	MaxRecordBytes      int           `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	CheckpointTopic     string        `yaml:"checkpoint_topic" doc:"Compacted topic where the CDC relay records what Kafka has acknowledged (one small record per relay, keyed by cluster, database and slot), and reads it back on start to tell a slot that is merely behind from one that was lost; created with cleanup.policy=compact when missing (docs/checkpoint.md)." default:"outboxrelay.checkpoints"`
+	Delivery            string        `yaml:"delivery" doc:"at_least_once, or exactly_once: the CDC relay publishes in Kafka transactions, each committing its events with the checkpoint that covers them, so read_committed consumers see every event once, in order, across crashes and takeovers (docs/exactly-once.md)." default:"at_least_once"`
+	TransactionalID     string        `yaml:"transactional_id" doc:"With exactly_once, the transactional.id: the same on every instance of one relay, so the one that takes over fences the others." default:"outboxrelay-<database>-<cdc.slot>"`
+	TransactionInterval time.Duration `yaml:"transaction_interval" doc:"With exactly_once, how long a transaction stays open before it commits at the next transaction boundary: what read_committed consumers wait at most, besides Kafka's own latency." default:"100ms"`
+	DeadLetterTopic     string        `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
 	// TLS, SASL and AllowPlaintextSASL secure the connection (security.go).
 	TLS                KafkaTLS  `yaml:"tls"`
 	SASL               KafkaSASL `yaml:"sasl"`
@@ -185,6 +189,9 @@ func (c *Config) setDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.Kafka.Delivery == "" {
+		c.Kafka.Delivery = AtLeastOnce
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "json"
 	}
@@ -222,6 +229,15 @@ func (c *Config) Validate() error {
 	rc.SetDefaults()
 	if err := rc.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	switch c.Kafka.Delivery {
+	case "", AtLeastOnce:
+	case ExactlyOnce:
+		if c.Source == "poll" {
+			errs = append(errs, fmt.Errorf("kafka.delivery: exactly_once works with source cdc; the poller publishes at least once (docs/exactly-once.md)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kafka.delivery: %q is neither %s nor %s", c.Kafka.Delivery, AtLeastOnce, ExactlyOnce))
 	}
 	errs = append(errs, c.validateNames()...)
 	if err := c.validateDebezium(); err != nil {
@@ -282,7 +298,33 @@ func (c *Config) SinkConfig() sink.Config {
 		TLS:                c.Kafka.TLS.sink(),
 		SASL:               c.Kafka.SASL.sink(),
 		AllowPlaintextSASL: c.Kafka.AllowPlaintextSASL,
+		TransactionalID:    c.TransactionalID(),
 	}
+}
+
+// What kafka.delivery may be.
+const (
+	AtLeastOnce = "at_least_once"
+	ExactlyOnce = "exactly_once"
+)
+
+// TransactionalID is the sink's transactional id with kafka.delivery
+// exactly_once, else empty: kafka.transactional_id, or one made of the
+// database and the slot, which every instance of the relay shares.
+func (c *Config) TransactionalID() string {
+	if c.Kafka.Delivery != ExactlyOnce {
+		return ""
+	}
+	if c.Kafka.TransactionalID != "" {
+		return c.Kafka.TransactionalID
+	}
+	cc := c.CDCConfig()
+	cc.SetDefaults()
+	db := ""
+	if pc, err := pgconn.ParseConfig(c.Postgres.URL); err == nil {
+		db = pc.Database
+	}
+	return "outboxrelay-" + db + "-" + cc.Slot
 }
 
 // RunnerConfig is the runner's part of c.
@@ -293,8 +335,9 @@ func (c *Config) RunnerConfig() connector.RunnerConfig {
 			Topic:       c.Routing.Topic,
 			TypeHeader:  c.Routing.TypeHeader,
 		},
-		DeadLetterTopic: c.Kafka.DeadLetterTopic,
-		ShutdownTimeout: c.Shutdown.Timeout,
+		DeadLetterTopic:     c.Kafka.DeadLetterTopic,
+		ShutdownTimeout:     c.Shutdown.Timeout,
+		TransactionInterval: c.Kafka.TransactionInterval,
 	}
 }
 

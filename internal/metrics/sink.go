@@ -41,3 +41,15 @@ func isDeadLetter(m *connector.Message) bool {
 	}
 	return false
 }
+
+// Transactions and Commit pass a transactional sink through
+// ([connector.Transactional]); the checkpoint a commit carries is not an
+// event, and is not counted.
+func (s *sink) Transactions() bool {
+	t, ok := s.Sink.(connector.Transactional)
+	return ok && t.Transactions()
+}
+
+func (s *sink) Commit(ctx context.Context, mark *connector.Message) error {
+	return s.Sink.(connector.Transactional).Commit(ctx, mark)
+}
