@@ -236,6 +236,9 @@ loop:
 		}
 		cancel()
 		drained = err == nil
+		if err != nil && failure != nil && r.txn != nil {
+			r.log.Warn("the open Kafka transaction could not be committed and is aborted; its events are published again from the checkpoint", "err", err)
+		}
 		if err != nil && failure == nil {
 			failure = fmt.Errorf("drain in-flight events within %s: %w", r.cfg.ShutdownTimeout, err)
 			r.log.Warn("shutdown timeout passed with events in flight; they will be published again on the next start", "in_flight", t.inFlight())

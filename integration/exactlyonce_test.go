@@ -174,3 +174,79 @@ func TestExactlyOnceKilledFiveTimes(t *testing.T) {
 		t.Errorf("%d events repeated; with exactly_once a read_committed consumer sees each once", rep.duplicates)
 	}
 }
+
+// Two relays on one slot with exactly_once: the active one is frozen
+// (SIGSTOP) for longer than its walsender's timeout while events commit,
+// the standby takes the slot over, fences the frozen one's transactional
+// id and goes on from the committed checkpoint; then the frozen one
+// wakes, with records still in its producer. A read_committed consumer
+// sees every event once and in order: nothing of the stale relay lands
+// after its successor's records.
+func TestExactlyOnceStaleRelayFenced(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 2s\n", name, name))
+	env := "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"
+	ctx := context.Background()
+	a := runBinary(t, cfg, env)
+	waitSlotActive(ctx, t, pool, name)
+	b := runBinary(t, cfg, env)
+	waitLog(t, b, "as a standby", 30*time.Second)
+
+	w := workload{table: "outbox", writers: 2, aggregates: 20, events: 4000, txnSize: 2}
+	written := w.writeInBackground(ctx, t, pool)
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.readAtLeast(ctx, t, 200, time.Minute)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, b, "taking it over", time.Minute)
+	<-written
+	// The successor publishes past where the frozen relay stopped.
+	before := len(c.recs)
+	c.readAtLeast(ctx, t, before+100, time.Minute)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	w.seqBase = 4000 / 20
+	w.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	c.settle(time.Second)
+	if rep := c.check(t, rows, partitions); rep.duplicates != 0 {
+		t.Errorf("%d records repeated; the successor must resume right after the committed checkpoint", rep.duplicates)
+	}
+	if code := b.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("the successor exited %d after SIGTERM, want 0", code)
+	}
+	// Woken, the stale relay either finds its stream dead and waits as a
+	// standby, or tries to write first, is refused as fenced, and stops.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(a.out.String(), "took over its transactional id") && !strings.Contains(a.out.String(), "as a standby") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stale relay neither stopped as fenced nor waits as a standby:\n%s", lastLines(a.out.String(), 10))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the stale relay after it woke:\n%s", lastLines(a.out.String(), 6))
+}
+
+// waitLog waits until the binary's output holds text.
+func waitLog(t *testing.T, p *proc, text string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s the relay has not logged %q:\n%s", timeout, text, p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -70,7 +70,7 @@ func (s *Sink) produceInTxn(ctx context.Context, rec *kgo.Record, outcome func(e
 	}
 	t.mu.Unlock()
 	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		if err = outcome(err); err != nil {
+		if err = fenced(outcome(err)); err != nil {
 			t.mu.Lock()
 			if t.failed == nil {
 				t.failed = err
@@ -133,7 +133,10 @@ func (s *Sink) failTxn(ctx context.Context, err error) error {
 // transactional id as permanent: this client can never write again, and
 // the relay stops rather than retry (restarted, it waits as a standby).
 func fenced(err error) error {
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch):
+		return connector.Permanent(fmt.Errorf("%w; another instance of this relay took over its transactional id, so this one stops: restarted, it waits as a standby", err))
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return connector.Permanent(err)
 	}
 	return err
@@ -165,9 +168,6 @@ func (s *Sink) abortTxn(ctx context.Context, cause error) error {
 func txnACLHint(err error, id string) string {
 	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		return fmt.Sprintf("; grant the relay's principal WRITE and DESCRIBE on transactional id %q", id)
-	}
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return "; another instance of this relay took over (same transactional id), so this one stops writing"
 	}
 	return ""
 }
