@@ -421,18 +421,20 @@ func TestDeploymentMatchesConfig(t *testing.T) {
 }
 
 // TestDeploymentHardening checks what the base promises about the pod:
-// one replica until the standby exists, replaced rather than rolled, non-root
+// an active and a standby replica, rolled one at a time, non-root
 // on a read-only root filesystem, with its memory bounded.
 func TestDeploymentHardening(t *testing.T) {
 	m := loadManifests(t)
 	d := m.deployment
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("replicas = %v; one relay per slot until the standby exists", d.Spec.Replicas)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v; want two, one active and one standby", d.Spec.Replicas)
 	}
-	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("strategy %q: a rolling update would start the new relay while the old one holds the slot", d.Spec.Strategy.Type)
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("strategy %+v: want a rolling update one pod at a time and no third pod (maxSurge 0, maxUnavailable 1)", d.Spec.Strategy)
 	}
 	psc, csc := pod.SecurityContext, c.SecurityContext
 	switch {

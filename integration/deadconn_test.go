@@ -448,8 +448,9 @@ func TestDeadConnKafkaSilentDrop(t *testing.T) {
 // TestDeadConnSlotHeldOldestAgeGrows: another session holds the slot and
 // confirms nothing, as the server's leftover session of a relay whose
 // connection died does until the server notices. The relay waits as a
-// standby: /readyz fails, /healthz passes (waiting is what it should do),
-// source_up is 0, and the oldest unpublished event's age grows from what
+// standby: /readyz and /healthz pass (waiting is what it should do), the
+// readiness body and outboxrelay_standby say standby, source_up and
+// outboxrelay_active are 0, and the oldest unpublished event's age grows from what
 // PostgreSQL says of the slot, though the relay holds none of the events.
 // Once the holder goes, the relay takes over and every event arrives.
 func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
@@ -496,7 +497,8 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 		"http.listen":         "127.0.0.1:0",
 		"log.level":           "info",
 	})
-	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, 30*time.Second, "source: the source waits for another session to let go of the replication slot")
+	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second, "source: ok (standby: another session holds the replication slot")
+	a.waitMetric(t, "outboxrelay_standby", 10*time.Second, "1 while waiting for the slot", func(v float64) bool { return v == 1 })
 	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200}
 	w.write(ctx, t, pool)
 	age := a.waitMetric(t, "outboxrelay_oldest_unpublished_event_age_seconds", 30*time.Second, "at least 3s while the slot stands still",
@@ -505,15 +507,20 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 	if status, body := a.get(t, "/healthz"); status != http.StatusOK {
 		t.Errorf("GET /healthz while waiting for the slot = %d, want 200:\n%s", status, body)
 	}
-	if up := a.metric(t, "outboxrelay_source_up"); up != 0 {
-		t.Errorf("source_up = %v while waiting for the slot, want 0", up)
+	for _, m := range []string{"outboxrelay_source_up", "outboxrelay_active"} {
+		if v := a.metric(t, m); v != 0 {
+			t.Errorf("%s = %v while waiting for the slot, want 0", m, v)
+		}
 	}
 	if n := strings.Count(a.logs.String(), "another session holds the replication slot"); n != 1 {
 		t.Errorf("the relay said %d times that it waits for the slot; want once", n)
 	}
 
 	holder.Close(ctx)
-	a.waitStatus(t, "/readyz", http.StatusOK, 30*time.Second)
+	a.waitMetric(t, "outboxrelay_active", 30*time.Second, "1 once the relay took the slot over", func(v float64) bool { return v == 1 })
+	if v := a.metric(t, "outboxrelay_standby"); v != 0 {
+		t.Errorf("outboxrelay_standby = %v while streaming, want 0", v)
+	}
 	rows := readRows(ctx, t, pool, "outbox")
 	c := newCollector(t, brokers, "outbox.event.order")
 	c.waitFor(t, rows, time.Minute)

@@ -146,7 +146,9 @@ func (o *observer) sourceCheck(context.Context) error {
 	case p.SourceUp:
 		return nil
 	case p.SourceStandby:
-		return errors.New("the source waits for another session to let go of the replication slot")
+		// Ready: waiting is a standby's job, and a rolling update of two
+		// replicas needs both ready (docs/kubernetes.md).
+		return httpserver.Note("standby: another session holds the replication slot; this relay takes over within about a second of it letting go")
 	case p.SourceRunning:
 		return errors.New("the source is connecting")
 	}

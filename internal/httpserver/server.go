@@ -32,6 +32,12 @@ type Check struct {
 	Func func(ctx context.Context) error
 }
 
+// Note is what a check returns when its part is healthy but worth saying:
+// the probe passes, and the line says it ("source: ok (standby: ...)").
+type Note string
+
+func (n Note) Error() string { return string(n) }
+
 // Config is what the endpoint serves.
 type Config struct {
 	// Gatherer is scraped on /metrics. Required.
@@ -127,10 +133,14 @@ func probe(checks []Check) http.Handler {
 		var b strings.Builder
 		failed := false
 		for i, c := range checks {
-			if errs[i] != nil {
+			var note Note
+			switch {
+			case errors.As(errs[i], &note):
+				fmt.Fprintf(&b, "%s: ok (%s)\n", c.Name, note)
+			case errs[i] != nil:
 				failed = true
 				fmt.Fprintf(&b, "%s: %v\n", c.Name, errs[i])
-			} else {
+			default:
 				fmt.Fprintf(&b, "%s: ok\n", c.Name)
 			}
 		}

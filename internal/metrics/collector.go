@@ -19,6 +19,10 @@ var (
 		"Outbox rows not yet published (poller only).", nil, nil)
 	sourceUpDesc = prometheus.NewDesc(Namespace+"_source_up",
 		"1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
+	activeDesc = prometheus.NewDesc(Namespace+"_active",
+		"1 on the instance that reads (cdc: streams from the slot; poll: claims), 0 on a standby or while it connects; with several replicas of one CDC relay, their sum is 1 while one is active.", nil, nil)
+	standbyDesc = prometheus.NewDesc(Namespace+"_standby",
+		"1 while the relay waits, as a standby, for another session to let go of the replication slot (cdc only).", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
 	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total",
@@ -36,7 +40,7 @@ var (
 type relayCollector struct{ m *Metrics }
 
 func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, skippedDesc, slotLossesDesc, slotLostDesc, confirmedDesc, backlogErrDesc} {
+	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, activeDesc, standbyDesc, skippedDesc, slotLossesDesc, slotLostDesc, confirmedDesc, backlogErrDesc} {
 		ch <- d
 	}
 }
@@ -46,7 +50,7 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	inFlight, stats, slot := m.inflight.Len(), m.stats, m.slot
 	m.observeLocked()
-	running, _ := m.upLocked()
+	running, standby := m.upLocked()
 	m.mu.Unlock()
 	now := m.now()
 
@@ -56,6 +60,12 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, up)
+	waiting := 0.0
+	if standby {
+		waiting = 1
+	}
+	ch <- prometheus.MustNewConstMetric(standbyDesc, prometheus.GaugeValue, waiting)
 
 	oldest := m.oldestCommit()
 	if slot != nil && !running {
