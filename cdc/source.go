@@ -575,7 +575,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 			// Nothing of ours, nothing in flight: confirmable at once.
 			st.src.advance(end)
 			st.emitted = max(st.emitted, end)
-			return nil
+			return st.markIdle(ctx)
 		}
 		src, n := st.src, int64(st.txnEvents)
 		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID}
