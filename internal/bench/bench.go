@@ -66,6 +66,21 @@ const (
 
 var recvSlots = [2]string{"bench_recv_before", "bench_recv_after"}
 
+// cdcEOSSlot is the slot of the CDC drain with kafka.delivery exactly_once.
+const cdcEOSSlot = "bench_cdc_eos"
+
+// cdcEOSDrain is cdcDrain publishing in Kafka transactions.
+var cdcEOSDrain = drainKind{
+	name:      "cdc-eos",
+	instances: 1,
+	slot:      cdcEOSSlot,
+	delivery:  "exactly_once",
+	prepare:   func(context.Context, *run) (string, error) { return backlogTable, nil },
+	source: func(*run, int) string {
+		return fmt.Sprintf("source: cdc\ncdc:\n  slot: %s\n  publication: %s\n", cdcEOSSlot, publication)
+	},
+}
+
 // cdcDrain is the CDC relay on the backlog. Its slot is made with the
 // pg_recvlogical slots, before the backlog is written.
 var cdcDrain = drainKind{
@@ -140,7 +155,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	// Steady-state events are numbered after the backlog's.
 	r.nextSeq = cfg.Events
-	for _, k := range []liveKind{cdcLive, pollLive} {
+	for _, k := range []liveKind{cdcLive, cdcEOSLive, pollLive} {
 		if len(cfg.Rates) == 0 || !cfg.measures(k.name) {
 			continue
 		}
@@ -170,7 +185,11 @@ func (r *run) writeBacklog(ctx context.Context) error {
 		return err
 	}
 	// Every slot that decodes the backlog starts at the same point.
-	if err := db.createSlots(ctx, cdcSlot, recvSlots[0], recvSlots[1]); err != nil {
+	slots := []string{cdcSlot, recvSlots[0], recvSlots[1]}
+	if r.cfg.measures("cdc-eos") {
+		slots = append(slots, cdcEOSSlot)
+	}
+	if err := db.createSlots(ctx, slots...); err != nil {
 		return err
 	}
 	startLSN, err := db.walLSN(ctx)
@@ -258,6 +277,14 @@ func (r *run) measureDrains(ctx context.Context) error {
 	}
 	if err := r.db.dropSlot(ctx, cdcSlot); err != nil {
 		return err
+	}
+	if r.cfg.measures("cdc-eos") {
+		if err := r.runDrain(ctx, cdcEOSDrain); err != nil {
+			return err
+		}
+		if err := r.db.dropSlot(ctx, cdcEOSSlot); err != nil {
+			return err
+		}
 	}
 	if err := r.phase("pg_recvlogical", func() error { return recv(recvSlots[1]) }); err != nil {
 		return err

@@ -102,8 +102,8 @@ func (c *Config) Validate() error {
 		positive("rates", r)
 	}
 	for _, src := range c.Sources {
-		if src != "cdc" && src != "poll" {
-			errs = append(errs, fmt.Errorf("sources: %q is not cdc or poll", src))
+		if src != "cdc" && src != "poll" && src != "cdc-eos" {
+			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos or poll", src))
 		}
 	}
 	if c.RateDuration <= 0 {

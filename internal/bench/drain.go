@@ -23,6 +23,8 @@ type drainKind struct {
 	// slot, when set, is the replication slot whose walsender's CPU time
 	// the report shows.
 	slot string
+	// delivery is the relay's kafka.delivery; empty: the default.
+	delivery string
 }
 
 // stallTimeout ends a drain that makes no progress for this long.
@@ -69,7 +71,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 			d.Profiles = filepath.Join(r.cfg.ProfileDir, name+".{cpu,allocs}.pprof")
 		}
 		p, err := startRelay(command, relayConfig{
-			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i),
+			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
 		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err

@@ -72,10 +72,14 @@ func newRecordCounter(brokers []string) (*recordCounter, error) {
 
 func (c *recordCounter) close() { c.cl.Close() }
 
-// count is the sum of the topics' partitions' end offsets: every record
-// the broker has appended, which it acknowledges right after.
+// count is the sum of the topics' partitions' last stable offsets: every
+// record the broker has appended, which it acknowledges right after, or,
+// written in transactions (kafka.delivery exactly_once), once committed.
+// A commit's markers take an offset each too: a transactional drain is
+// counted done that many records early (one per partition per commit,
+// about 0.2% of a 300,000-event drain at 100ms commits).
 func (c *recordCounter) count(ctx context.Context) (int64, error) {
-	offs, err := c.adm.ListEndOffsets(ctx, topics()...)
+	offs, err := c.adm.ListCommittedOffsets(ctx, topics()...)
 	if err != nil {
 		return 0, fmt.Errorf("list end offsets: %w", err)
 	}

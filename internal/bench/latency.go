@@ -21,6 +21,8 @@ type liveKind struct {
 	// ready, when set, waits until events committed from now on are sure
 	// to be relayed.
 	ready func(ctx context.Context, r *run, p *relayProc) error
+	// delivery is the relay's kafka.delivery; empty: the default.
+	delivery string
 }
 
 // cdcLive makes its own slot and publication, as a user's relay would,
@@ -32,6 +34,19 @@ var cdcLive = liveKind{
 	source: "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n",
 	ready: func(ctx context.Context, r *run, p *relayProc) error {
 		return r.waitSlotActive(ctx, p, "bench_live")
+	},
+}
+
+// cdcEOSLive is cdcLive publishing in Kafka transactions, measured by a
+// read_committed consumer: an event counts once its transaction commits.
+var cdcEOSLive = liveKind{
+	name:     "cdc-eos",
+	table:    "outbox_live_eos",
+	create:   func(ctx context.Context, r *run, table string) error { return r.db.createOutbox(ctx, table) },
+	source:   "source: cdc\ncdc:\n  slot: bench_live_eos\n  publication: bench_live_eos\n",
+	delivery: "exactly_once",
+	ready: func(ctx context.Context, r *run, p *relayProc) error {
+		return r.waitSlotActive(ctx, p, "bench_live_eos")
 	},
 }
 
@@ -61,7 +76,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 		command = r.profiledRelay(k.name + "-live")
 	}
 	p, err := startRelay(command, relayConfig{
-		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source,
+		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source, delivery: k.delivery,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
 		return nil, err
@@ -79,6 +94,9 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 		kgo.ConsumeTopics(topics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(time.Second),
+		// What a consumer of an exactly_once relay reads; the same as
+		// read_uncommitted for records written without transactions.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	if err != nil {
 		return nil, err

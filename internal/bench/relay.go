@@ -32,12 +32,18 @@ type relayConfig struct {
 	table   string
 	brokers []string
 	source  string // the source's own section, YAML at top level
+	// delivery is kafka.delivery; empty: the default.
+	delivery string
 }
 
 func (c relayConfig) yaml() string {
 	// Any free port for the HTTP endpoint, so relays can run side by side.
-	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]\nlog:\n  level: warn\nhttp:\n  listen: 127.0.0.1:0\n%s",
-		c.url, c.table, strings.Join(c.brokers, ", "), c.source)
+	delivery := ""
+	if c.delivery != "" {
+		delivery = "\n  delivery: " + c.delivery
+	}
+	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]%s\nlog:\n  level: warn\nhttp:\n  listen: 127.0.0.1:0\n%s",
+		c.url, c.table, strings.Join(c.brokers, ", "), delivery, c.source)
 }
 
 // relayProc is a relay running as a child process.
