@@ -143,6 +143,8 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 			return !waitingSince.IsZero(), nil // gone, or dropped meanwhile; ensureSlot judges
 		case err != nil:
 			return false, classify("look up who holds the replication slot", err)
+		case s.backfill != nil && pid != nil:
+			return false, connector.Permanent(fmt.Errorf("%w: session %d streams from replication slot %q; stop the relay using it, then run the backfill", errSlotInUse, *pid, s.cfg.Slot))
 		case pid == nil:
 			s.state.Store(int32(stateDown))
 			if !waitingSince.IsZero() {
@@ -261,6 +263,9 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 			return slotPosition{}, err
 		}
 		v, cause, kp = s.judge(slot)
+	}
+	if s.backfill != nil {
+		return s.planBackfill(ctx, conn, slot, v, cause, kp) // backfill.go
 	}
 	switch v {
 	case createSlot:

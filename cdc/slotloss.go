@@ -127,14 +127,20 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 		attrs = append(attrs, "checkpoint_lsn", pglogrepl.LSN(known.EndLSN).String(), "checkpoint_commit_time", known.CommitTime)
 	}
 	if s.cfg.OnSlotLoss == SlotLossRecreate {
-		s.log.Error(msg+"; cdc.on_slot_loss is recreate, so the relay goes on from the slot as it is (creating one if it is gone) and checkpoints there: "+
-			"publish the outbox rows committed in the gap again with outboxrelay backfill --after-checkpoint (their id headers let consumers drop repeats)", attrs...)
+		since := "the checkpoint_commit_time below"
+		if known != nil && !known.CommitTime.IsZero() {
+			since = known.CommitTime.UTC().Format(time.RFC3339Nano)
+		}
+		s.log.Error(msg+"; cdc.on_slot_loss is recreate, so the relay goes on from the slot as it is (creating one if it is gone) and checkpoints there. "+
+			"To publish the outbox rows of the gap that the table still holds, stop the relay and run outboxrelay backfill --since "+since+
+			" (their id headers let consumers drop repeats; see docs/guarantees.md#recovering-the-gap-outboxrelay-backfill)", attrs...)
 		return nil
 	}
 	s.lostSlot.Store(true)
 	err := &SlotLostError{Slot: name, Cause: cause, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
-		"To go on: publish the outbox rows committed in the gap again (outboxrelay backfill --after-checkpoint; their id headers let consumers drop repeats), "+
-		"then start once with cdc.on_slot_loss: recreate; see docs/guarantees.md#a-lost-replication-slot", msg)}
+		"To go on: stop the relay and run outboxrelay backfill --after-checkpoint with its configuration, which publishes the outbox rows of the gap that the table still holds "+
+		"(their id headers let consumers drop repeats) and leaves the slot and checkpoint where the relay carries on, then start the relay; "+
+		"or, to go on past the gap without them, start once with cdc.on_slot_loss: recreate. See docs/guarantees.md#recovering-the-gap-outboxrelay-backfill", msg)}
 	s.log.Error("replication slot lost; relaying stopped", append(attrs, "err", err.Error())...)
 	return connector.Permanent(err)
 }
@@ -159,5 +165,5 @@ func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
 	}
 	s.log.Warn("the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is",
 		"slot", s.cfg.Slot, "table", s.cfg.Table, "rows", count,
-		"hint", "if they must reach Kafka, publish them once with outboxrelay backfill, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")
+		"hint", "if they must reach Kafka, stop the relay and publish them once with outboxrelay backfill --all, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")
 }

@@ -33,8 +33,15 @@ const (
 )
 
 // snapshotJob is a snapshot to publish before streaming: an exported one
-// (name), or, when name is empty, the table as it is now.
-type snapshotJob struct{ name string }
+// (name), or, when name is empty, the table as it is now. A backfill's
+// (backfill.go) reads only the rows where chooses, with args as its
+// parameters ($1...).
+type snapshotJob struct {
+	name     string
+	where    string
+	args     [][]byte
+	backfill bool
+}
 
 // createSlotCommand is the replication command that creates the slot with
 // an exported snapshot. The option list came with PostgreSQL 15, FAILOVER
@@ -63,7 +70,7 @@ func (s *Source) createExported(ctx context.Context, conn *pgconn.PgConn) (pglog
 	if err != nil {
 		return 0, "", fmt.Errorf("create the replication slot: consistent point %q: %w", res.ConsistentPoint, err)
 	}
-	s.log.Info("created replication slot with a snapshot of the outbox table (cdc.snapshot initial)",
+	s.log.Info("created replication slot with a snapshot of the outbox table",
 		"slot", s.cfg.Slot, "lsn", lsn.String(), "snapshot", res.SnapshotName)
 	return lsn, res.SnapshotName, nil
 }
@@ -135,11 +142,20 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	}
 	// age(xmin) orders by transaction id across wraparound; a frozen
 	// row's is the largest, so frozen (old) rows come first.
-	q := fmt.Sprintf("SELECT %s FROM %s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), pgx.Identifier{s.schema, s.table}.Sanitize())
-	s.log.Info("publishing the rows already in the outbox table (cdc.snapshot initial)", "slot", s.cfg.Slot, "table", s.cfg.Table,
-		"exported_snapshot", job.name != "")
-	rr := tx.Conn().PgConn().ExecParams(ctx, q, nil, nil, nil, formats)
-	origin := "snapshot of " + s.cfg.Table
+	where, origin := "", "snapshot of "+s.cfg.Table
+	if job.where != "" {
+		where = " WHERE " + job.where
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), pgx.Identifier{s.schema, s.table}.Sanitize(), where)
+	if job.backfill {
+		origin = "backfill of " + s.cfg.Table
+		s.log.Info("backfill: publishing the chosen outbox rows", "slot", s.cfg.Slot, "table", s.cfg.Table, "rows", s.backfill.result.Selection,
+			"exported_snapshot", job.name != "")
+	} else {
+		s.log.Info("publishing the rows already in the outbox table (cdc.snapshot initial)", "slot", s.cfg.Slot, "table", s.cfg.Table,
+			"exported_snapshot", job.name != "")
+	}
+	rr := tx.Conn().PgConn().ExecParams(ctx, q, job.args, nil, nil, formats)
 	var batch []connector.Event
 	bytes, total := 0, 0
 	eventsAt := s.events.Load()
@@ -165,10 +181,16 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 			inner, rows := done, total
 			done = func(err error) {
 				inner(err)
-				if err == nil {
-					s.snapshotting.Store(false)
-					s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
+				if err != nil {
+					return
 				}
+				s.snapshotting.Store(false)
+				if job.backfill {
+					s.log.Info("backfill published: Kafka acknowledged every row chosen", "slot", s.cfg.Slot, "rows", rows)
+					s.backfill.done(rows)
+					return
+				}
+				s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
 			}
 		}
 		b := connector.Batch{Events: batch, Done: done, Checkpoint: mark}

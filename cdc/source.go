@@ -63,6 +63,8 @@ type Source struct {
 	// one stopped the source (slotloss.go).
 	slotLosses atomic.Int64
 	lostSlot   atomic.Bool
+	// backfill is set for a backfill (backfill.go); nil for a relay.
+	backfill *backfillState
 
 	// state is a sourceState: whether Run streams, waits for the slot,
 	// or neither. Run sets it; scrapes and probes read it.
@@ -272,6 +274,15 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 			}
 			pos = slotPosition{lsn: lsn, fresh: true}
 			snap = &snapshotJob{name: name}
+		}
+		if b := s.backfill; b != nil && b.job != nil {
+			// backfill.go: the chosen rows, in the new slot's snapshot
+			// when there is one.
+			job := *b.job
+			if snap != nil {
+				job.name = snap.name
+			}
+			snap, b.job = &job, nil
 		}
 		if pos.fresh {
 			s.acked.Store(uint64(pos.lsn))

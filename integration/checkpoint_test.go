@@ -179,7 +179,7 @@ func TestCDCCheckpointSlotDroppedWhileStopped(t *testing.T) {
 				}
 				c.waitFor(t, after, time.Minute)
 				r.stop(t)
-				for _, w := range []string{"level=ERROR", "is gone", "backfill --after-checkpoint", connector.FormatLSN(cp.EndLSN)} {
+				for _, w := range []string{"level=ERROR", "is gone", "backfill --since " + cp.CommitTime.UTC().Format(time.RFC3339Nano), connector.FormatLSN(cp.EndLSN)} {
 					if !strings.Contains(logs.String(), w) {
 						t.Errorf("the log does not say %q:\n%s", w, logs.String())
 					}

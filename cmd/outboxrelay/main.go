@@ -54,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
 	case "run":
 		return runCmd(ctx, rest, stdout, stderr)
+	case "backfill":
+		return backfillCmd(ctx, rest, stdout, stderr)
 	case "demo":
 		return demoCmd(ctx, rest, stdout, stderr)
 	case "debezium":

@@ -14,6 +14,9 @@ Commands:
   run --debezium-config FILE       relay with a Debezium connector's configuration, as it is
   debezium translate FILE          print a Debezium configuration as outboxrelay's YAML, with notes
   debezium compatibility           print which of Debezium's options are honoured (Markdown)
+  backfill --config FILE --after-checkpoint
+                                   after a lost slot, publish the rows committed since the
+                                   checkpoint again and leave the slot where the relay carries on
   demo                             run it end to end on a throwaway PostgreSQL and in-process broker
   poll-ddl [--config FILE]         print the SQL that readies the outbox table for source: poll
   init --config FILE               print the SQL that sets up the database (table, publication, slot,

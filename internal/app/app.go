@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -29,6 +30,38 @@ func Build() buildinfo.Info { return buildinfo.Read(Version) }
 // Run relays until ctx is cancelled (a graceful stop, nil) or an error that
 // restarting cannot fix.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	return run(ctx, cfg, log, nil)
+}
+
+// Backfill publishes again, through the relay's routing and sink, the
+// outbox rows b chooses, which a lost replication slot may have missed,
+// and leaves the slot and the checkpoint where the relay's next start
+// carries on with no gap (cdc/backfill.go). It returns once Kafka has the
+// rows and the checkpoint is saved. The relay must not run meanwhile.
+func Backfill(ctx context.Context, cfg *config.Config, log *slog.Logger, b cdc.Backfill) (cdc.BackfillResult, error) {
+	if cfg.Source != "cdc" {
+		return cdc.BackfillResult{}, fmt.Errorf("source is %q: a backfill recovers what a lost replication slot missed, and the poller has no slot (it publishes every row it has not marked)", cfg.Source)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var res cdc.BackfillResult
+	var finished atomic.Bool
+	b.Done = func(r cdc.BackfillResult) {
+		res = r
+		finished.Store(true)
+		stop() // a graceful stop: the last checkpoint is saved
+	}
+	if err := run(ctx, cfg, log, &b); err != nil {
+		return cdc.BackfillResult{}, err
+	}
+	if !finished.Load() {
+		return cdc.BackfillResult{}, errors.New("stopped before Kafka had every row chosen; run the backfill again (rows published twice carry the same id)")
+	}
+	return res, nil
+}
+
+// run relays, or with backfill set, backfills.
+func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cdc.Backfill) error {
 	// The last guard: no configured password reaches the log, whatever a
 	// library writes into an error (config/scrub.go).
 	log = slog.New(config.ScrubSecrets(log.Handler(), cfg.Secrets()))
@@ -47,7 +80,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
-		c, err = cdc.New(cfg.CDCConfig(), cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version))
+		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version)}
+		if backfill != nil {
+			opts = append(opts, cdc.WithBackfill(*backfill))
+		}
+		c, err = cdc.New(cfg.CDCConfig(), opts...)
 		if err == nil {
 			defer c.Close()
 			src = c
@@ -73,11 +110,19 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	build := Build()
-	log.Info("outboxrelay starting", "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", cfg.Outbox.Table,
+	what := "outboxrelay starting"
+	if backfill != nil {
+		what = "outboxrelay backfill starting"
+	}
+	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", cfg.Outbox.Table,
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
-	stopHTTP, err := obs.serve(ctx, snk)
-	if err != nil {
-		return err
+	stopHTTP := func() {}
+	if backfill == nil {
+		// A backfill serves no endpoints: it runs beside the relay's
+		// pod or container, whose port it would take.
+		if stopHTTP, err = obs.serve(ctx, snk); err != nil {
+			return err
+		}
 	}
 	defer stopHTTP()
 	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
@@ -95,7 +140,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	stopHTTP()
-	log.Info("outboxrelay stopped", "component", "app")
+	if backfill == nil {
+		log.Info("outboxrelay stopped", "component", "app")
+	}
 	return nil
 }
 

@@ -94,9 +94,16 @@ func Postgres(t testing.TB) string {
 // test is skipped.
 func PostgresServer(t testing.TB) *localpg.Server {
 	t.Helper()
+	return PostgresServerWith(t, nil)
+}
+
+// PostgresServerWith is PostgresServer with extra postgresql.conf
+// settings, for a test that needs one the shared server lacks.
+func PostgresServerWith(t testing.TB, settings map[string]string) *localpg.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	srv, err := localpg.Start(ctx, localpg.Options{})
+	srv, err := localpg.Start(ctx, localpg.Options{Settings: settings})
 	if err != nil {
 		if errors.Is(err, localpg.ErrNotInstalled) && os.Getenv(EnvPostgresURL) != "" {
 			t.Skipf("testenv: this test needs a local PostgreSQL it can stop: %v", err)

@@ -1,0 +1,288 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// The recovery the docs give for a lost slot, run as written, with the
+// binary: the relay reports the loss and is stopped; `outboxrelay backfill
+// --after-checkpoint` publishes the rows committed since the checkpoint
+// again while writers go on, creating the slot when it is gone; the relay,
+// started again with its configuration unchanged, carries on from there.
+// Every event reaches Kafka, each aggregate in commit order once repeats
+// are dropped by id.
+func TestBackfillAfterSlotLost(t *testing.T) {
+	t.Run("dropped", func(t *testing.T) { testBackfill(t, false) })
+	// Dropped and created again by someone else, past the gap.
+	t.Run("recreated ahead", func(t *testing.T) { testBackfill(t, true) })
+	// The backfill writes in Kafka transactions too, under the relay's
+	// transactional id, and the relay fences it when it starts.
+	t.Run("dropped exactly_once", func(t *testing.T) { testBackfill(t, false, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once") })
+}
+
+func testBackfill(t *testing.T, recreate bool, env ...string) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+	c := newCollector(t, brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 4, aggregates: 40, events: 2000, txnSize: 4}
+
+	p := startBinary(t, []string{"run", "--config", cfg}, env...)
+	waitSlotActive(ctx, t, pool, name)
+	w.write(ctx, t, pool)
+	before := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, before, time.Minute)
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+
+	// The slot goes while the relay is stopped; events keep coming.
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
+		t.Fatal(err)
+	}
+	w.seqBase = 2000 / 40
+	w.write(ctx, t, pool)
+	gap := map[string]row{}
+	for id, r := range readRows(ctx, t, pool, "outbox") {
+		if _, ok := before[id]; !ok {
+			gap[id] = r
+		}
+	}
+	cause, slotSays := "dropped", "created the slot anew"
+	if recreate {
+		if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
+			t.Fatal(err)
+		}
+		cause, slotSays = "ahead", "the slot carries on from where it is"
+	}
+	p = startBinary(t, []string{"run", "--config", cfg}, env...)
+	waitLog(t, p, "backfill --after-checkpoint", time.Minute)
+	// It stays up until stopped, then exits 1: it did not relay.
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 1 {
+		t.Fatalf("exit code %d after SIGTERM of the relay that found the slot lost, want 1", code)
+	}
+
+	// Without a way to tell when rows were committed, the backfill
+	// refuses, saying what to give it, and changes nothing.
+	backfill := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(binary(t), append([]string{"backfill", "--config", cfg, "--after-checkpoint"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.CombinedOutput()
+	}
+	out, err := backfill()
+	if code := exitCode(err); code != 1 {
+		t.Fatalf("backfill without a timestamp column: exit code %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{"--timestamp-column", "--all", "track_commit_timestamp"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not mention %s:\n%s", want, out)
+		}
+	}
+	if slotExists(ctx, t, pool, name) != recreate {
+		t.Fatal("a refused backfill changed the slot")
+	}
+
+	// Writers go on during the backfill: their rows come in the
+	// backfill, the stream after it, or both.
+	w.seqBase = 2 * 2000 / 40
+	w.events = 8000
+	written := w.writeInBackground(ctx, t, pool)
+	out, err = backfill("--timestamp-column", "created_at")
+	if err != nil {
+		t.Fatalf("backfill: %v\n%s", err, out)
+	}
+	t.Logf("backfill:\n%s", out)
+	for _, want := range []string{"published", "(the slot was " + cause + ")", slotSays, "Start the relay"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the backfill's report does not say %q:\n%s", want, out)
+		}
+	}
+	c.waitFor(t, gap, time.Minute)
+
+	p = startBinary(t, []string{"run", "--config", cfg}, env...)
+	<-written
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	if strings.Contains(p.out.String(), "replication slot lost") || strings.Contains(p.out.String(), "created replication slot") {
+		t.Errorf("the relay after the backfill did not carry on from the slot and checkpoint it left:\n%s", p.out.String())
+	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events (%d in the gap): %d repeated", rep.records, len(rows), len(gap), rep.duplicates)
+}
+
+// exitCode is the exit code of a finished command, 0 for a nil error.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// With track_commit_timestamp on, a backfill needs no timestamp column:
+// it chooses rows by the commit times the server kept, so it publishes the
+// gap and, of what Kafka already had, only the transaction the checkpoint
+// ends with.
+func TestBackfillByCommitTimestamp(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.PostgresServerWith(t, map[string]string{"track_commit_timestamp": "on"})
+	e := &env{kind: cdcKind, url: srv.URL("postgres"), table: "outbox", name: uniqueName(t)}
+	e.pool = connectPool(t, e.url)
+	createOutbox(t, e.pool, e.table)
+	e.cluster, e.brokers = testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: e.table, writers: 2, aggregates: 20, events: 1000, txnSize: 5}
+	e.relayAndStop(ctx, t, c, w)
+	before := readRows(ctx, t, e.pool, e.table)
+	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
+		t.Fatal(err)
+	}
+	w.seqBase = 1000 / 20
+	w.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+
+	var logs syncBuffer
+	done := make(chan cdc.BackfillResult, 1)
+	src, err := cdc.New(cdc.Config{URL: e.url, Table: "public." + e.table, Slot: e.name, Publication: e.name},
+		cdc.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		cdc.WithCheckpoints(func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
+			return sink.NewCheckpointStore(ctx, sink.Config{Brokers: e.brokers}, "", key)
+		}, "test"),
+		cdc.WithBackfill(cdc.Backfill{Done: func(r cdc.BackfillResult) { done <- r }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	var res cdc.BackfillResult
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the backfill did not finish within a minute:\n%s", logs.String())
+	}
+	r.stop(t)
+	c.waitFor(t, rows, time.Minute)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	gap := len(rows) - len(before)
+	t.Logf("backfill: %+v; %d records for %d events, %d in the gap", res, rep.records, len(rows), gap)
+	if !strings.Contains(res.Selection, "track_commit_timestamp") || res.Cause != cdc.CauseDropped || !res.CreatedSlot {
+		t.Errorf("backfill result %+v; want rows chosen by commit time, the slot dropped and created anew", res)
+	}
+	// The checkpoint's last transaction has the commit time the rows are
+	// chosen from: its rows come again, and nothing earlier.
+	if res.Rows < gap || res.Rows > gap+w.txnSize {
+		t.Errorf("the backfill published %d rows; want the %d of the gap and at most the %d of the checkpoint's last transaction", res.Rows, gap, w.txnSize)
+	}
+	if rep.duplicates > w.txnSize {
+		t.Errorf("%d rows published twice; want at most the %d of the checkpoint's last transaction", rep.duplicates, w.txnSize)
+	}
+}
+
+// A backfill cut short before Kafka has every row leaves its checkpoint
+// pending at the slot it created; run again, it chooses the same rows and
+// publishes them, from the table as it is then, before the stream.
+func TestBackfillInterrupted(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, cdcKind)
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: e.table, writers: 2, aggregates: 20, events: 200, txnSize: 5}
+	e.relayAndStop(ctx, t, c, w)
+	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
+		t.Fatal(err)
+	}
+	w.seqBase, w.events = 200/20, 6000
+	w.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+
+	backfill := func(rc connector.RunnerConfig, sc sink.Config) (*relay, chan cdc.BackfillResult) {
+		done := make(chan cdc.BackfillResult, 1)
+		src, err := cdc.New(cdc.Config{URL: e.url, Table: "public." + e.table, Slot: e.name, Publication: e.name, MaxBatchEvents: 10},
+			cdc.WithLogger(testLogger(t)),
+			cdc.WithCheckpoints(func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
+				return sink.NewCheckpointStore(ctx, sink.Config{Brokers: e.brokers}, "", key)
+			}, "test"),
+			cdc.WithBackfill(cdc.Backfill{TimestampColumn: "created_at", Done: func(r cdc.BackfillResult) { done <- r }}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(src.Close)
+		return startRelay(t, src, e.brokers, rc, sc), done
+	}
+
+	// The broker takes the first produce requests for the event topic
+	// and refuses the rest: the backfill cannot finish.
+	var produced atomic.Int64
+	refuse := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.order",
+		Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kmsg.Request) bool { return produced.Add(1) > 20 }})
+	r, done := backfill(connector.RunnerConfig{ShutdownTimeout: 500 * time.Millisecond}, sink.Config{MaxBufferedRecords: 100})
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := refuse.Wait(waitCtx, 1); err != nil {
+		t.Fatalf("the broker never refused a produce request: %v", err)
+	}
+	r.cancel()
+	if err := r.wait(t, time.Minute); err != nil {
+		t.Logf("interrupted backfill stopped: %v", err)
+	}
+	refuse.Remove()
+	select {
+	case res := <-done:
+		t.Fatalf("the backfill finished (%+v) although the broker refused its rows; the test's premise is wrong", res)
+	default:
+	}
+	if !slotExists(ctx, t, e.pool, e.name) {
+		t.Fatal("the interrupted backfill left no slot")
+	}
+
+	r, done = backfill(connector.RunnerConfig{}, sink.Config{})
+	var res cdc.BackfillResult
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the second backfill did not finish within a minute")
+	}
+	r.stop(t)
+	if res.Rows < len(rows)-200 {
+		t.Errorf("the second backfill published %d rows; want at least the %d of the gap", res.Rows, len(rows)-200)
+	}
+	c.waitFor(t, rows, time.Minute)
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("second backfill: %+v; %d records for %d events: %d repeated", res, rep.records, len(rows), rep.duplicates)
+}
