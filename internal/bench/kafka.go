@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -39,6 +41,12 @@ func startBroker(partitions int, blackhole bool) (*kfake.Cluster, error) {
 	versions := kversion.Tip()
 	versions.SetMaxKeyVersion(71, -1) // GetTelemetrySubscriptions
 	versions.SetMaxKeyVersion(72, -1) // PushTelemetry
+	// The table finalizes transaction.version 2 but caps Produce below
+	// v12, which no real broker does: franz-go then leaves out
+	// AddPartitionsToTxn and the broker, without v12's implicit add,
+	// refuses every transactional record (INVALID_TXN_STATE). Produce as
+	// far as kfake goes, as a Kafka 4 broker does.
+	versions.SetMaxKeyVersion(int16(kmsg.Produce), math.MaxInt16)
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(partitions),
