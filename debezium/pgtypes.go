@@ -119,7 +119,9 @@ func (c *column) value(raw []byte, null bool) (any, error) {
 		}
 		return f, nil
 	case "bytea":
-		return append([]byte(nil), raw...), nil
+		// A copy that stays non-nil when empty: a zero-length bytea is an
+		// empty byte array to Debezium, not a NULL.
+		return append([]byte{}, raw...), nil
 	case "uuid":
 		return strings.ToLower(text), nil
 	case "date":
