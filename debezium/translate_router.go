@@ -272,9 +272,11 @@ func (tr *translator) converters() {
 	}
 }
 
-// Debezium's pass-through converters. ByteBufferConverter was added in
-// Debezium 1.1 (DBZ-1604), deprecated in 1.9 and removed in 2.0
-// (DBZ-4600), when BinaryDataConverter, added in 1.9, took its place.
+// Debezium's pass-through converters (debezium-core, later
+// debezium-connect-plugins, io/debezium/converters/). ByteBufferConverter
+// came in Debezium 1.0 (DBZ-1604), took a delegate.converter.type in 1.3
+// (DBZ-2396) and was removed in 2.0 (DBZ-4600) for BinaryDataConverter,
+// which 1.9.3 already has.
 const (
 	byteBufferConverter = "io.debezium.converters.ByteBufferConverter"
 	binaryDataConverter = "io.debezium.converters.BinaryDataConverter"
