@@ -119,8 +119,10 @@ func (c *column) value(raw []byte, null bool) (any, error) {
 		}
 		return f, nil
 	case "bytea":
-		// A copy that stays non-nil when empty: a zero-length bytea is an
-		// empty byte array to Debezium, not a NULL.
+		// A copy that stays non-nil when empty: Debezium gives a
+		// zero-length bytea as ByteBuffer.wrap of an empty array
+		// (JdbcValueConverters.convertBinaryToBytes, toByteBuffer), which
+		// converters write as an empty value, not a null one.
 		return append([]byte{}, raw...), nil
 	case "uuid":
 		return strings.ToLower(text), nil
