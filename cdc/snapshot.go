@@ -208,7 +208,9 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		for i, c := range cols {
 			row[i] = connector.Column{Name: c.Name, Type: c.Type, Null: vals[i] == nil}
 			if vals[i] != nil {
-				row[i].Value = append([]byte(nil), vals[i]...)
+				// A copy that stays non-nil when empty: an empty text or
+				// bytea is a value, and only NULL is nil.
+				row[i].Value = append([]byte{}, vals[i]...)
 			}
 		}
 		e := s.cfg.Columns.NewEvent(row, now, origin)

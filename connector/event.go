@@ -14,7 +14,7 @@ type Column struct {
 	// Null reports an SQL NULL; Value is nil then.
 	Null bool
 	// Value is the column in PostgreSQL's text form, except bytea, which
-	// holds the raw bytes.
+	// holds the raw bytes. An empty value ('' or '\x') is empty, not nil.
 	Value []byte
 }
 

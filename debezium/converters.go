@@ -24,7 +24,11 @@ const (
 	// FormatJSONSchema is JsonConverter with schemas.enable=true: the
 	// {"schema":...,"payload":...} envelope.
 	FormatJSONSchema Format = "json+schema"
-	// FormatBytes is org.apache.kafka.connect.converters.ByteArrayConverter.
+	// FormatBytes is org.apache.kafka.connect.converters.ByteArrayConverter,
+	// and Debezium's pass-through converters BinaryDataConverter and
+	// ByteBufferConverter (its name before Debezium 2.0): a bytes column
+	// goes out as its bytes, unchanged. A value that is not bytes is an
+	// error, unless a delegate format writes it ([passThrough]).
 	FormatBytes Format = "bytes"
 	// FormatSimple is org.apache.kafka.connect.storage.SimpleHeaderConverter,
 	// Kafka Connect's default header converter; headers only.
@@ -33,6 +37,11 @@ const (
 
 // ValueFormats are the formats a key or value can have.
 var ValueFormats = []Format{FormatRaw, FormatString, FormatJSON, FormatJSONSchema, FormatBytes}
+
+// DelegateFormats are the formats that can write, for FormatBytes, a key or
+// value that is not bytes: the converters Debezium's pass-through
+// converters can delegate to (delegate.converter.type).
+var DelegateFormats = []Format{FormatString, FormatJSON, FormatJSONSchema}
 
 // HeaderFormats are the formats headers can have.
 var HeaderFormats = []Format{FormatRaw, FormatSimple, FormatJSON, FormatJSONSchema}
@@ -64,7 +73,7 @@ func convert(f Format, s *Schema, v any) ([]byte, error) {
 		return []byte(str), nil
 	case FormatBytes:
 		if s != nil && s.Type != TypeBytes {
-			return nil, fmt.Errorf("ByteArrayConverter accepts only bytes, and this is a %s (Kafka Connect fails with \"Invalid schema type for ByteArrayConverter\"); use a bytea column or another converter", s.Type)
+			return nil, fmt.Errorf("ByteArrayConverter and BinaryDataConverter without a delegate.converter.type accept only bytes, and this is a %s (Kafka Connect fails with \"Invalid schema type for ByteArrayConverter\"); use a bytea column, a delegate format or another converter", s.Type)
 		}
 		if v == nil {
 			return nil, nil
@@ -76,6 +85,32 @@ func convert(f Format, s *Schema, v any) ([]byte, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("format %q cannot convert a typed value", f)
+}
+
+// passThrough writes v, of schema s, as Debezium's BinaryDataConverter
+// does with delegate.converter.type naming the delegate format (empty for
+// none). Its fromConnectData (debezium-connect-plugins, formerly
+// debezium-core, io/debezium/converters/BinaryDataConverter.java):
+//   - a schema that is not BYTES goes to the delegate, whatever the value,
+//     null included;
+//   - otherwise a byte[] or ByteBuffer value is returned unchanged (a
+//     ByteBuffer's array(), which for the ByteBuffer.wrap of Debezium's
+//     JdbcValueConverters.toByteBuffer is the column's bytes);
+//   - another non-null value goes to the delegate, and null stays null;
+//   - without a delegate, what would go to it is a DataException ("A
+//     schema of type ... requires a delegate.converter.type to be
+//     configured", assertDelegateProvided).
+//
+// ByteBufferConverter.fromConnectData (debezium-core, removed in 2.0)
+// follows the same rules for a ByteBuffer value, which is what Debezium's
+// PostgreSQL connector gives a bytea column. Without a delegate this is
+// what ByteArrayConverter writes, so both are [FormatBytes].
+func passThrough(delegate Format, s *Schema, v any) ([]byte, error) {
+	_, isBytes := v.([]byte)
+	if delegate != "" && ((s != nil && s.Type != TypeBytes) || (v != nil && !isBytes)) {
+		return convert(delegate, s, v)
+	}
+	return convert(FormatBytes, s, v)
 }
 
 // convertHeader writes a header value as the header converter f does.

@@ -132,6 +132,56 @@ func TestSimpleHeaderConverter(t *testing.T) {
 	}
 }
 
+// Debezium's BinaryDataConverter (and ByteBufferConverter) with and
+// without delegate.converter.type, case by case of its fromConnectData.
+func TestPassThrough(t *testing.T) {
+	optBytes := &Schema{Type: TypeBytes, Optional: true}
+	optString := &Schema{Type: TypeString, Optional: true}
+	envelope := &Struct{Schema: &Schema{Type: TypeStruct, Name: "v", Fields: []Field{{Name: "payload", Schema: optString}}}, Values: []any{"x"}}
+	for _, tc := range []struct {
+		name     string
+		delegate Format
+		s        *Schema
+		v        any
+		want     []byte // nil: a null value
+		err      string
+	}{
+		{name: "bytes unchanged", s: optBytes, v: []byte{0, 0xff, 0xfe, 0x80}, want: []byte{0, 0xff, 0xfe, 0x80}},
+		{name: "bytes unchanged despite a delegate", delegate: FormatJSONSchema, s: optBytes, v: []byte{0xc3, 0x28}, want: []byte{0xc3, 0x28}},
+		{name: "empty bytes are an empty value", s: optBytes, v: []byte{}, want: []byte{}},
+		{name: "null bytes are null", s: optBytes, v: nil},
+		{name: "null bytes are null despite a delegate", delegate: FormatJSONSchema, s: optBytes, v: nil},
+		{name: "tombstone", delegate: FormatJSONSchema},
+		{name: "bytes without a schema", v: []byte{1}, want: []byte{1}},
+		{name: "string to the delegate", delegate: FormatJSON, s: optString, v: "a\x00", want: []byte(`"a\u0000"`)},
+		{name: "string to StringConverter", delegate: FormatString, s: optString, v: "text", want: []byte("text")},
+		// A schema that is not BYTES goes to the delegate even for a null
+		// value: JsonConverter with schemas writes the envelope.
+		{name: "null string to the delegate", delegate: FormatJSONSchema, s: optString, v: nil,
+			want: []byte(`{"schema":{"type":"string","optional":true},"payload":null}`)},
+		{name: "struct to the delegate", delegate: FormatJSON, s: envelope.Schema, v: envelope, want: []byte(`{"payload":"x"}`)},
+		{name: "string without a delegate", s: optString, v: "text", err: "accept only bytes"},
+		{name: "null string without a delegate", s: optString, v: nil, err: "accept only bytes"},
+		{name: "struct without a delegate", s: envelope.Schema, v: envelope, err: "accept only bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := passThrough(tc.delegate, tc.s, tc.v)
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("got %q, %v; want an error saying %q", got, err, tc.err)
+				}
+			case err != nil:
+				t.Errorf("error %v", err)
+			case tc.want == nil && got != nil:
+				t.Errorf("got %q, want null", got)
+			case tc.want != nil && (got == nil || string(got) != string(tc.want)):
+				t.Errorf("got %q (null %t), want %q", got, got == nil, tc.want)
+			}
+		})
+	}
+}
+
 // StringConverter writes toString(): Struct{...} without null fields,
 // lists as [a, b]; binary data has no useful toString and is refused.
 func TestStringConverter(t *testing.T) {
@@ -342,5 +392,98 @@ func TestRawRouterIsDefaultRouting(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A delegate format only makes sense beside bytes, and lets bytes write the
+// structs of envelope fields and expanded payloads.
+func TestDelegateFormatConfig(t *testing.T) {
+	base := RouterConfig{PostgresURL: "postgres://h/db"}
+	for _, tc := range []struct {
+		name string
+		edit func(*RouterConfig)
+		err  string // "" for valid
+	}{
+		{name: "bytes with a JSON delegate", edit: func(c *RouterConfig) { c.KeyFormat, c.KeyDelegateFormat = FormatBytes, FormatJSON }},
+		{name: "bytes with a string delegate", edit: func(c *RouterConfig) { c.ValueFormat, c.ValueDelegateFormat = FormatBytes, FormatString }},
+		{name: "a delegate without bytes", edit: func(c *RouterConfig) { c.ValueFormat, c.ValueDelegateFormat = FormatJSON, FormatString },
+			err: `routing.value_delegate_format "string" writes what value_format bytes cannot`},
+		{name: "bytes as the delegate", edit: func(c *RouterConfig) { c.KeyFormat, c.KeyDelegateFormat = FormatBytes, FormatBytes },
+			err: `routing.key_delegate_format: "bytes" is not one of string, json, json+schema`},
+		{name: "envelope with bytes alone", edit: func(c *RouterConfig) {
+			c.ValueFormat, c.AdditionalFields = FormatBytes, []string{"type:envelope"}
+		}, err: "envelope fields make the value a struct"},
+		{name: "envelope with a structured delegate", edit: func(c *RouterConfig) {
+			c.ValueFormat, c.ValueDelegateFormat, c.AdditionalFields = FormatBytes, FormatJSONSchema, []string{"type:envelope"}
+		}},
+		{name: "expanded payload with a structured delegate", edit: func(c *RouterConfig) {
+			c.ValueFormat, c.ValueDelegateFormat, c.ExpandJSONPayload = FormatBytes, FormatJSON, true
+		}},
+		{name: "expanded payload with bytes alone", edit: func(c *RouterConfig) { c.ValueFormat, c.ExpandJSONPayload = FormatBytes, true },
+			err: "expand_json_payload makes the payload a struct"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			err := c.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Validate: %v; want an error saying %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// With bytes and no delegate, a key or payload column that is not bytea is
+// refused when the catalog is read, naming the column and the ways out,
+// before any record; with a delegate, or a bytea column, it is not.
+func TestBytesColumnCheck(t *testing.T) {
+	table := func(payload, aggID string) *tableMeta {
+		return &tableMeta{schema: "public", table: "outbox", columns: []*column{
+			{name: "id", typName: "uuid", notNull: true}, {name: "aggregatetype", typName: "varchar", notNull: true},
+			{name: "aggregateid", typName: aggID, notNull: true}, {name: "type", typName: "varchar", notNull: true},
+			{name: "payload", typName: payload}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   RouterConfig
+		table *tableMeta
+		errs  []string
+	}{
+		{name: "bytea payload", cfg: RouterConfig{ValueFormat: FormatBytes}, table: table("bytea", "varchar")},
+		{name: "jsonb payload", cfg: RouterConfig{ValueFormat: FormatBytes}, table: table("jsonb", "varchar"),
+			errs: []string{`value column "payload" has type jsonb`, "make the column bytea", "routing.value_delegate_format", "value.converter.delegate.converter.type"}},
+		{name: "jsonb payload with a delegate", cfg: RouterConfig{ValueFormat: FormatBytes, ValueDelegateFormat: FormatJSON}, table: table("jsonb", "varchar")},
+		{name: "varchar key", cfg: RouterConfig{KeyFormat: FormatBytes}, table: table("bytea", "varchar"),
+			errs: []string{`key column "aggregateid" has type varchar`, "routing.key_delegate_format", "key.converter.delegate.converter.type"}},
+		{name: "bytea key", cfg: RouterConfig{KeyFormat: FormatBytes}, table: table("jsonb", "bytea")},
+		{name: "both", cfg: RouterConfig{KeyFormat: FormatBytes, ValueFormat: FormatBytes}, table: table("text", "varchar"),
+			errs: []string{`key column "aggregateid"`, `value column "payload" has type text`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.PostgresURL = "postgres://h/db"
+			r, err := NewRouter(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.load = func(context.Context) (*tableMeta, error) { return tc.table, nil }
+			err = r.Check(context.Background())
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Errorf("Check: %v", err)
+				}
+				return
+			}
+			if !connector.IsPermanent(err) {
+				t.Errorf("Check: %v; want a permanent error", err)
+			}
+			for _, want := range tc.errs {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Check: %v; want it to say %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -12,7 +12,8 @@
 // would: the router's topic, key, headers, envelope fields, partition and
 // timestamp, with key, value and headers written as Kafka Connect's
 // StringConverter, JsonConverter (schemas.enable true or false),
-// ByteArrayConverter and SimpleHeaderConverter write them. It types each
+// ByteArrayConverter, Debezium's pass-through BinaryDataConverter
+// (ByteBufferConverter) and SimpleHeaderConverter write them. It types each
 // column as Debezium's connector does, from the outbox table's catalog,
 // since the schemas JsonConverter writes depend on it. [Options] lists
 // every option that matters to a migration with its status; the compatibility

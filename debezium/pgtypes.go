@@ -119,7 +119,11 @@ func (c *column) value(raw []byte, null bool) (any, error) {
 		}
 		return f, nil
 	case "bytea":
-		return append([]byte(nil), raw...), nil
+		// A copy that stays non-nil when empty: Debezium gives a
+		// zero-length bytea as ByteBuffer.wrap of an empty array
+		// (JdbcValueConverters.convertBinaryToBytes, toByteBuffer), which
+		// converters write as an empty value, not a null one.
+		return append([]byte{}, raw...), nil
 	case "uuid":
 		return strings.ToLower(text), nil
 	case "date":

@@ -66,6 +66,7 @@ func jacksonQuoted(s string) string {
 const (
 	id1 = "4d47e190-0402-4048-bc2c-89dd54343cdc"
 	id2 = "5e8e6f0c-3b5a-4a8e-9d0e-0e7b1b0f1a2b"
+	id3 = "6f9f7a1d-4c6b-4b9f-8e1f-1f8c2c1a2b3c"
 )
 
 // insertOrder inserts the documentation's event with the given id.
@@ -235,6 +236,83 @@ var recordCases = []recordCase{
 		ddl:  `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload bytea)`,
 		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '1', 'OrderCreated', '\x00ff10'::bytea)`},
 		want: []record{{topic: "outbox.event.order", partition: -1, key: "1", value: "\x00\xff\x10",
+			headers: []header{{key: "id", value: id1}}}},
+	},
+	{
+		// An empty bytea is a byte array of length 0 to Debezium
+		// (JdbcValueConverters.convertBinaryToBytes wraps the driver's
+		// bytes), which ByteArrayConverter writes as an empty value; only
+		// NULL makes a null value.
+		name: "ByteArrayConverter, empty and NULL bytea",
+		config: connectorJSON(`,
+    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"`),
+		ddl: `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload bytea)`,
+		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '1', 'OrderCreated', '\x'::bytea)`,
+			`INSERT INTO public.outbox VALUES ('` + id2 + `', 'order', '2', 'OrderCreated', NULL)`},
+		want: []record{
+			{topic: "outbox.event.order", partition: -1, key: "1", value: "", headers: []header{{key: "id", value: id1}}},
+			{topic: "outbox.event.order", partition: -1, key: "2", nullValue: true, headers: []header{{key: "id", value: id2}}},
+		},
+	},
+	{
+		// Debezium's pass-through converter writes the bytea payload's bytes
+		// unchanged, whatever they are; an empty one is an empty value, NULL
+		// a null value (BinaryDataConverter.fromConnectData).
+		name: "BinaryDataConverter, arbitrary bytes",
+		config: connectorJSON(`,
+    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "io.debezium.converters.BinaryDataConverter"`),
+		ddl: `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload bytea)`,
+		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '1', 'OrderCreated', '\x00ff00fe80c328'::bytea)`,
+			`INSERT INTO public.outbox VALUES ('` + id2 + `', 'order', '2', 'OrderCreated', '\x'::bytea)`,
+			`INSERT INTO public.outbox VALUES ('` + id3 + `', 'order', '3', 'OrderCreated', NULL)`},
+		want: []record{
+			{topic: "outbox.event.order", partition: -1, key: "1", value: "\x00\xff\x00\xfe\x80\xc3\x28", headers: []header{{key: "id", value: id1}}},
+			{topic: "outbox.event.order", partition: -1, key: "2", value: "", headers: []header{{key: "id", value: id2}}},
+			{topic: "outbox.event.order", partition: -1, key: "3", nullValue: true, headers: []header{{key: "id", value: id3}}},
+		},
+	},
+	{
+		// ByteBufferConverter, its name before Debezium 2.0, for key and
+		// value: a bytea key column's bytes are the key, and the partition
+		// murmur2 of them.
+		name: "ByteBufferConverter, bytea key and payload",
+		config: connectorJSON(`,
+    "key.converter": "io.debezium.converters.ByteBufferConverter",
+    "value.converter": "io.debezium.converters.ByteBufferConverter"`),
+		ddl:  `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid bytea NOT NULL, type text NOT NULL, payload bytea)`,
+		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '\x00fe', 'OrderCreated', '\x0a0b00'::bytea)`},
+		want: []record{{topic: "outbox.event.order", partition: -1, key: "\x00\xfe", value: "\x0a\x0b\x00", headers: []header{{key: "id", value: id1}}}},
+	},
+	{
+		// What is not bytes goes to delegate.converter.type, configured by
+		// the options under it: a varchar key to StringConverter, a jsonb
+		// payload to JsonConverter without schemas.
+		name: "BinaryDataConverter delegating key and value",
+		config: connectorJSON(`,
+    "key.converter": "io.debezium.converters.BinaryDataConverter",
+    "key.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "io.debezium.converters.BinaryDataConverter",
+    "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.delegate.converter.type.schemas.enable": "false"`),
+		ddl:  outboxDDL,
+		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '1', 'OrderCreated', '{"a": 1}')`},
+		want: []record{{topic: "outbox.event.order", partition: -1, key: "1", value: `"{\"a\": 1}"`, headers: []header{{key: "id", value: id1}}}},
+	},
+	{
+		// Envelope fields make the value a struct, which is not bytes: the
+		// delegate writes it, the bytea payload as base64 inside.
+		name: "ByteBufferConverter delegating an envelope",
+		config: connectorJSON(`,
+    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "io.debezium.converters.ByteBufferConverter",
+    "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.delegate.converter.type.schemas.enable": "false",
+    "transforms.outbox.table.fields.additional.placement": "type:envelope:eventType"`),
+		ddl:  `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload bytea)`,
+		rows: []string{`INSERT INTO public.outbox VALUES ('` + id1 + `', 'order', '1', 'OrderCreated', '\x00ff10'::bytea)`},
+		want: []record{{topic: "outbox.event.order", partition: -1, key: "1", value: `{"payload":"AP8Q","eventType":"OrderCreated"}`,
 			headers: []header{{key: "id", value: id1}}}},
 	},
 	{
@@ -489,7 +567,9 @@ func compareRecord(t *testing.T, w record, r *kgo.Record, before, after time.Tim
 	switch {
 	case w.nullValue && r.Value != nil:
 		t.Errorf("value %q, want null (a tombstone)", r.Value)
-	case !w.nullValue && (r.Value == nil || string(r.Value) != w.value):
+	case !w.nullValue && r.Value == nil:
+		t.Errorf("value null, want %q", w.value)
+	case !w.nullValue && string(r.Value) != w.value:
 		t.Errorf("value\n got %q\nwant %q", r.Value, w.value)
 	}
 	wantH := toKgo(w.headers)

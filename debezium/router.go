@@ -81,6 +81,14 @@ type RouterConfig struct {
 	KeyFormat    Format
 	ValueFormat  Format
 	HeaderFormat Format
+	// KeyDelegateFormat and ValueDelegateFormat, with KeyFormat or
+	// ValueFormat FormatBytes, write a key or value that is not bytes (a
+	// column that is not bytea, an envelope, an expanded payload) in one of
+	// DelegateFormats, as Debezium's BinaryDataConverter does with
+	// delegate.converter.type. Default none: such a key or value is an
+	// error.
+	KeyDelegateFormat   Format
+	ValueDelegateFormat Format
 }
 
 // Placement is where an additional field goes.
@@ -220,11 +228,25 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	if !slices.Contains(HeaderFormats, c.HeaderFormat) {
 		errs = append(errs, fmt.Errorf("routing.header_format: %q is not one of %s", c.HeaderFormat, joinFormats(HeaderFormats)))
 	}
-	if out.envelope && !c.ValueFormat.structured() {
-		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema or string", c.ValueFormat))
+	for _, d := range []struct {
+		what             string
+		format, delegate Format
+	}{{"key", c.KeyFormat, c.KeyDelegateFormat}, {"value", c.ValueFormat, c.ValueDelegateFormat}} {
+		switch {
+		case d.delegate == "":
+		case !slices.Contains(DelegateFormats, d.delegate):
+			errs = append(errs, fmt.Errorf("routing.%s_delegate_format: %q is not one of %s", d.what, d.delegate, joinFormats(DelegateFormats)))
+		case d.format != FormatBytes:
+			errs = append(errs, fmt.Errorf("routing.%s_delegate_format %q writes what %s_format bytes cannot; it has no use with %s_format %q", d.what, d.delegate, d.what, d.what, d.format))
+		}
 	}
-	if c.ExpandJSONPayload && !c.ValueFormat.structured() {
-		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema or string", c.ValueFormat))
+	// A struct is not bytes: with value_format bytes the delegate writes it.
+	structured := c.ValueFormat.structured() || (c.ValueFormat == FormatBytes && c.ValueDelegateFormat.structured())
+	if out.envelope && !structured {
+		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema or string, or bytes with a value_delegate_format", c.ValueFormat))
+	}
+	if c.ExpandJSONPayload && !structured {
+		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema or string, or bytes with a value_delegate_format", c.ValueFormat))
 	}
 	switch c.JSONNullFields {
 	case "ignore", "optional_bytes":
@@ -306,6 +328,27 @@ func (r *Router) Route(e *connector.Event) (connector.Message, error) {
 	return m, nil
 }
 
+// Check reads the outbox table's catalog and reports what the first event
+// would: a permanent error (wrapped by [connector.Permanent]) when the
+// table lacks a column the configuration needs or has one the configured
+// formats cannot write; any other error when the catalog could not be
+// read within 30 seconds, which the first event tries again. The relay
+// calls it at start so that a table that can never work stops it then,
+// not at the first event. It keeps nothing: routing reads the catalog on
+// first use, as it is then.
+func (r *Router) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t, err := r.load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.check(t); err != nil {
+		return connector.Permanent(err)
+	}
+	return nil
+}
+
 // table returns the catalog entry, reading it again when the row has a
 // column it does not know (the table was altered), at most once a second.
 func (r *Router) table(e *connector.Event) (*tableMeta, error) {
@@ -355,6 +398,27 @@ func (r *Router) check(t *tableMeta) error {
 	need(cfg.Columns.AggregateID, "the record key", cfg.KeyFormat != FormatRaw)
 	need(cfg.Columns.Payload, "the payload", cfg.ValueFormat != FormatRaw)
 	need(cfg.Columns.AggregateType, "the topic", false)
+	// Debezium gives a bytes key or payload column the BYTES schema, which
+	// is all ByteArrayConverter accepts ("Invalid schema type for
+	// ByteArrayConverter"), and all BinaryDataConverter writes itself
+	// without a delegate.converter.type (fromConnectData, in
+	// assertDelegateProvided). Kafka Connect fails on the first record; the
+	// column's type says so before any.
+	bytesOnly := func(name, what string, delegate Format) {
+		c := t.column(name)
+		if c == nil || c.typName == "bytea" || delegate != "" {
+			return
+		}
+		errs = append(errs, fmt.Errorf("%s column %q has type %s, and routing.%s_format bytes (ByteArrayConverter, or Debezium's BinaryDataConverter/ByteBufferConverter without a delegate) writes only bytea columns: "+
+			"make the column bytea, set routing.%s_delegate_format (with BinaryDataConverter, %s.converter.delegate.converter.type) to write it as string, json or json+schema, or choose another %s_format",
+			what, name, c.typName, what, what, what, what))
+	}
+	if cfg.KeyFormat == FormatBytes {
+		bytesOnly(cfg.Columns.AggregateID, "key", cfg.KeyDelegateFormat)
+	}
+	if cfg.ValueFormat == FormatBytes && !r.c.envelope {
+		bytesOnly(cfg.Columns.Payload, "value", cfg.ValueDelegateFormat)
+	}
 	for _, f := range r.c.fields {
 		switch f.Placement {
 		case PlaceEnvelope:
@@ -553,7 +617,7 @@ func (r *Router) key(t *tableMeta, e *connector.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := convert(r.cfg.KeyFormat, s, v)
+	b, err := r.convert(r.cfg.KeyFormat, r.cfg.KeyDelegateFormat, s, v)
 	if err != nil {
 		return nil, fmt.Errorf("key from column %q: %w", r.cfg.Columns.AggregateID, err)
 	}
@@ -605,11 +669,20 @@ func (r *Router) value(t *tableMeta, e *connector.Event, envelope []AdditionalFi
 			return nil, err
 		}
 	}
-	b, err := convert(cfg.ValueFormat, schema, payload)
+	b, err := r.convert(cfg.ValueFormat, cfg.ValueDelegateFormat, schema, payload)
 	if err != nil {
 		return nil, fmt.Errorf("value: %w", err)
 	}
 	return b, nil
+}
+
+// convert writes a key or value in format f, through the delegate format
+// for what bytes cannot write.
+func (r *Router) convert(f, delegate Format, s *Schema, v any) ([]byte, error) {
+	if f == FormatBytes {
+		return passThrough(delegate, s, v)
+	}
+	return convert(f, s, v)
 }
 
 // envelope builds the struct value of the envelope placement: payload

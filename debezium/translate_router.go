@@ -246,9 +246,16 @@ func (tr *translator) converters() {
 		value = tr.serverFormat("value")
 		header = tr.serverFormat("header")
 	} else {
-		key = tr.converter("key.converter")
-		value = tr.converter("value.converter")
+		var keyDelegate, valueDelegate Format
+		key, keyDelegate = tr.converter("key.converter")
+		value, valueDelegate = tr.converter("value.converter")
 		header = tr.headerConverter()
+		if keyDelegate != "" {
+			tr.set("routing.key_delegate_format", string(keyDelegate))
+		}
+		if valueDelegate != "" {
+			tr.set("routing.value_delegate_format", string(valueDelegate))
+		}
 	}
 	tr.set("routing.key_format", string(key))
 	tr.set("routing.value_format", string(value))
@@ -265,27 +272,37 @@ func (tr *translator) converters() {
 	}
 }
 
-func (tr *translator) converter(prefix string) Format {
+// Debezium's pass-through converters (debezium-core, later
+// debezium-connect-plugins, io/debezium/converters/). ByteBufferConverter
+// came in Debezium 1.0 (DBZ-1604), took a delegate.converter.type in 1.3
+// (DBZ-2396) and was removed in 2.0 (DBZ-4600) for BinaryDataConverter,
+// which 1.9.3 already has.
+const (
+	byteBufferConverter = "io.debezium.converters.ByteBufferConverter"
+	binaryDataConverter = "io.debezium.converters.BinaryDataConverter"
+)
+
+// converter maps the key or value converter configured at prefix to its
+// format and, for a pass-through converter, the format of its delegate
+// (empty for none).
+func (tr *translator) converter(prefix string) (f, delegate Format) {
 	class, ok := tr.get(prefix)
-	schemas := true
-	if v, ok := tr.get(prefix + ".schemas.enable"); ok {
-		schemas = !strings.EqualFold(strings.TrimSpace(v), "false")
+	// schemas.enable is JsonConverter's; beside another converter it is
+	// left to the sweep below, which notes it has no effect.
+	jsonFormat := func() Format {
+		if v, ok := tr.get(prefix + ".schemas.enable"); ok && strings.EqualFold(strings.TrimSpace(v), "false") {
+			return FormatJSON
+		}
+		return FormatJSONSchema
 	}
-	var f Format
 	switch class {
 	case "":
-		f = FormatJSONSchema
-		if !schemas {
-			f = FormatJSON
-		}
+		f = jsonFormat()
 		if !ok {
-			tr.note(prefix, Info, "not set, so the Connect worker's converter applies; taken to be JsonConverter (schemas.enable=%t), as in Debezium's container images. Set routing.%s_format if your worker differs", schemas, strings.TrimSuffix(prefix, ".converter"))
+			tr.note(prefix, Info, "not set, so the Connect worker's converter applies; taken to be JsonConverter (schemas.enable=%t), as in Debezium's container images. Set routing.%s_format if your worker differs", f == FormatJSONSchema, strings.TrimSuffix(prefix, ".converter"))
 		}
 	case "org.apache.kafka.connect.json.JsonConverter":
-		f = FormatJSONSchema
-		if !schemas {
-			f = FormatJSON
-		}
+		f = jsonFormat()
 		if v, ok := tr.get(prefix + ".replace.null.with.default"); ok && strings.EqualFold(v, "false") {
 			tr.note(prefix+".replace.null.with.default", Unsupported, "false is not supported: a NULL column with a default is written as its default")
 		}
@@ -296,8 +313,17 @@ func (tr *translator) converter(prefix string) Format {
 		}
 	case "org.apache.kafka.connect.converters.ByteArrayConverter":
 		f = FormatBytes
+	case binaryDataConverter, byteBufferConverter:
+		// Both write a BYTES value's bytes unchanged and hand anything else
+		// to the converter delegate.converter.type names, which their
+		// configure(Map, boolean) configures with the options under
+		// delegate.converter.type., prefix removed
+		// (Configuration.subset(DELEGATE_CONVERTER_TYPE, true)). passThrough
+		// has the rest of their fromConnectData.
+		f = FormatBytes
+		delegate = tr.delegateConverter(prefix + ".delegate.converter.type")
 	default:
-		tr.note(prefix, Unsupported, "%s is not supported; outboxrelay writes JsonConverter, StringConverter and ByteArrayConverter records", class)
+		tr.note(prefix, Unsupported, "%s is not supported; outboxrelay writes JsonConverter, StringConverter, ByteArrayConverter and BinaryDataConverter (ByteBufferConverter) records", class)
 		f = FormatJSONSchema
 	}
 	for _, k := range tr.conn.Keys() {
@@ -306,7 +332,27 @@ func (tr *translator) converter(prefix string) Format {
 			tr.note(k, Info, "converter setting with no effect on the records outboxrelay writes")
 		}
 	}
-	return f
+	return f, delegate
+}
+
+// delegateConverter maps a pass-through converter's delegate.converter.type
+// option, at key, to the format of its delegate. Its own options sit under
+// key, as a converter's under key.converter, so they are read the same way.
+func (tr *translator) delegateConverter(key string) Format {
+	class, ok := tr.get(key)
+	if !ok || class == "" {
+		return ""
+	}
+	f, delegate := tr.converter(key)
+	if f != FormatBytes {
+		return f
+	}
+	if class == "org.apache.kafka.connect.converters.ByteArrayConverter" {
+		tr.note(key, Info, "ByteArrayConverter as the delegate refuses what is not bytes, as no delegate does; written as bytes")
+	}
+	// A pass-through delegate passes bytes, which never reach it, and
+	// hands the rest to its own delegate.
+	return delegate
 }
 
 func (tr *translator) headerConverter() Format {

@@ -235,6 +235,44 @@ func TestTranslateOptions(t *testing.T) {
 			want: map[string]any{"routing.key_format": "string", "routing.value_format": "json", "routing.header_format": "json"}},
 		{name: "bytes", opts: map[string]string{"value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"},
 			want: map[string]any{"routing.value_format": "bytes"}},
+		// Debezium's pass-through converters, under both names; their
+		// delegate's options sit under delegate.converter.type.
+		{name: "BinaryDataConverter", opts: map[string]string{"value.converter": "io.debezium.converters.BinaryDataConverter"},
+			want: map[string]any{"routing.value_format": "bytes", "routing.value_delegate_format": nil}},
+		{name: "ByteBufferConverter for key and value", opts: map[string]string{"key.converter": "io.debezium.converters.ByteBufferConverter",
+			"value.converter": "io.debezium.converters.ByteBufferConverter"},
+			want: map[string]any{"routing.key_format": "bytes", "routing.value_format": "bytes", "routing.key_delegate_format": nil}},
+		{name: "pass-through with JsonConverter delegates", opts: map[string]string{
+			"key.converter":                                          "io.debezium.converters.BinaryDataConverter",
+			"key.converter.delegate.converter.type":                  "org.apache.kafka.connect.json.JsonConverter",
+			"value.converter":                                        "io.debezium.converters.ByteBufferConverter",
+			"value.converter.delegate.converter.type":                "org.apache.kafka.connect.json.JsonConverter",
+			"value.converter.delegate.converter.type.schemas.enable": "false"},
+			want: map[string]any{"routing.key_format": "bytes", "routing.key_delegate_format": "json+schema",
+				"routing.value_format": "bytes", "routing.value_delegate_format": "json"}},
+		{name: "pass-through with a StringConverter delegate", opts: map[string]string{
+			"value.converter":                         "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+			// schemas.enable is the converter's, not the delegate's: no effect.
+			"value.converter.schemas.enable": "false"},
+			want:  map[string]any{"routing.value_format": "bytes", "routing.value_delegate_format": "string"},
+			notes: []note{{"value.converter.schemas.enable", debezium.Info, "no effect"}}},
+		{name: "pass-through delegating to a pass-through", opts: map[string]string{
+			"value.converter":                                                 "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type":                         "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter"},
+			want: map[string]any{"routing.value_format": "bytes", "routing.value_delegate_format": "string"}},
+		{name: "pass-through delegating to ByteArrayConverter", opts: map[string]string{
+			"value.converter":                         "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type": "org.apache.kafka.connect.converters.ByteArrayConverter"},
+			want:  map[string]any{"routing.value_format": "bytes", "routing.value_delegate_format": nil},
+			notes: []note{{"value.converter.delegate.converter.type", debezium.Info, "refuses what is not bytes"}}},
+		{name: "pass-through with an Avro delegate", opts: map[string]string{
+			"value.converter":                                             "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type":                     "io.confluent.connect.avro.AvroConverter",
+			"value.converter.delegate.converter.type.schema.registry.url": "http://r"},
+			notes: []note{{"value.converter.delegate.converter.type", debezium.Unsupported, "AvroConverter"},
+				{"value.converter.delegate.converter.type.schema.registry.url", debezium.Info, "no effect"}}},
 		{name: "Avro", opts: map[string]string{"value.converter": "io.confluent.connect.avro.AvroConverter", "value.converter.schema.registry.url": "http://r"},
 			notes: []note{{"value.converter", debezium.Unsupported, "AvroConverter"}, {"value.converter.schema.registry.url", debezium.Info, ""}}},
 		{name: "replace.null.with.default false", opts: map[string]string{"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.replace.null.with.default": "false"},

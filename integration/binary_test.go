@@ -106,6 +106,19 @@ func (p *proc) signal(t testing.TB, sig syscall.Signal, timeout time.Duration) i
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// exit waits for the process to exit by itself and returns its exit code.
+func (p *proc) exit(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		t.Fatalf("outboxrelay did not exit within %s", timeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -225,6 +227,16 @@ func TestDebeziumConverters(t *testing.T) {
 			extra: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter",
 			"value.converter": "org.apache.kafka.connect.storage.StringConverter"`,
 			key: `2`, value: `{"seq": 7}`, idHeader: id},
+		// Debezium's pass-through converter hands what is not bytes to its
+		// delegate.converter.type: the varchar key to StringConverter, the
+		// jsonb payload to JsonConverter, configured by the options under it.
+		{name: "BinaryDataConverter delegating", file: "c.json",
+			extra: `, "key.converter": "io.debezium.converters.BinaryDataConverter",
+			"key.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+			"value.converter": "io.debezium.converters.BinaryDataConverter",
+			"value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+			"value.converter.delegate.converter.type.schemas.enable": "false"`,
+			key: `2`, value: `"{\"seq\": 7}"`, idHeader: id},
 		{name: "Debezium Server, JSON headers", file: "application.properties", server: true,
 			key:      `{"schema":{"type":"string","optional":false},"payload":"2"}`,
 			value:    `{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"seq\": 7}"}`,
@@ -298,4 +310,171 @@ debezium.transforms.outbox.route.topic.replacement=\${routedByValue}.events
 debezium.transforms.outbox.table.field.event.timestamp=timestamp
 debezium.transforms.outbox.table.fields.additional.placement=type:header:eventType
 `, strings.Join(brokers, ","), u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot)
+}
+
+// TestDebeziumPassThroughConverters takes over a connector that sends a
+// bytea payload the application serialized itself (Avro with a schema id,
+// Protobuf, anything) through Debezium's pass-through converter, under its
+// name since Debezium 2.0 and its earlier one. Each record's value must be
+// the row's bytes exactly: NUL bytes, bytes that are not UTF-8, an empty
+// payload as an empty value, NULL as a null value; the key as the key
+// converter writes it.
+func TestDebeziumPassThroughConverters(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+	}{
+		{name: "BinaryDataConverter", extra: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+			"value.converter": "io.debezium.converters.BinaryDataConverter"`},
+		// Before Debezium 2.0, for key and value: the varchar key goes to
+		// the delegate, the bytea payload does not.
+		{name: "ByteBufferConverter", extra: `, "key.converter": "io.debezium.converters.ByteBufferConverter",
+			"key.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+			"value.converter": "io.debezium.converters.ByteBufferConverter"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pgURL := testenv.Postgres(t)
+			pool := connectPool(t, pgURL)
+			if _, err := pool.Exec(ctx, strings.Replace(outboxEventDDL, "payload       jsonb", "payload       bytea", 1)); err != nil {
+				t.Fatal(err)
+			}
+			slot := uniqueName(t)
+			debeziumSlot(ctx, t, pool, slot)
+			want := insertBinaryPayloads(ctx, t, pool)
+			_, brokers := testenv.Kafka(t)
+			p := runDebeziumBinary(t, "c.json", exampleConnector(pgURL, slot, tc.extra), "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+			recs := testenv.Consume(ctx, t, brokers, []string{"Order.events"}, len(want))
+			if code := p.signal(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+				t.Fatalf("outboxrelay exited with %d", code)
+			}
+			checkBinaryRecords(t, recs, want)
+		})
+	}
+}
+
+// TestNativeBinaryPayloads: outboxrelay's own configuration does the same
+// pass-through, with its default raw format and with routing.value_format
+// bytes.
+func TestNativeBinaryPayloads(t *testing.T) {
+	for _, format := range []string{"raw", "bytes"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pgURL := testenv.Postgres(t)
+			pool := connectPool(t, pgURL)
+			if _, err := pool.Exec(ctx, strings.Replace(outboxEventDDL, "payload       jsonb", "payload       bytea", 1)); err != nil {
+				t.Fatal(err)
+			}
+			_, brokers := testenv.Kafka(t)
+			name := uniqueName(t)
+			p := runBinary(t, yamlConfig(pgURL, brokers, fmt.Sprintf(
+				"outbox:\n  table: inventory.outboxevent\ncdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\nrouting:\n  value_format: %s\n",
+				name, name, format)))
+			waitSlotActive(ctx, t, pool, name)
+			want := insertBinaryPayloads(ctx, t, pool)
+			recs := testenv.Consume(ctx, t, brokers, []string{"outbox.event.Order"}, len(want))
+			if code := p.signal(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+				t.Fatalf("outboxrelay exited with %d", code)
+			}
+			checkBinaryRecords(t, recs, want)
+		})
+	}
+}
+
+// insertBinaryPayloads commits payloads text would mangle into
+// inventory.outboxevent, whose payload column is bytea: NUL bytes, bytes
+// that are not UTF-8, an empty payload, NULL, a Confluent-framed message
+// and a 4 KiB blob of every byte value. It returns them by event id; the
+// aggregate id is the payload's index.
+func insertBinaryPayloads(ctx context.Context, t *testing.T, pool *pgxpool.Pool) map[string][]byte {
+	t.Helper()
+	blob := make([]byte, 4096)
+	for i := range blob {
+		blob[i] = byte(i * 7) // every byte value, 0x00 and 0xff included
+	}
+	payloads := [][]byte{{0x00}, {0xff, 0x00, 0xfe, 0x80, 0xc3, 0x28}, {}, nil, {0x00, 0x00, 0x00, 0x00, 0x2a, 0x02, 0x06, 'a', 'b', 'c'}, blob}
+	want := map[string][]byte{}
+	for i, p := range payloads {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		// pgx sends a nil []byte as NULL, an empty one as an empty bytea.
+		if _, err := pool.Exec(ctx, `INSERT INTO inventory.outboxevent VALUES ($1, 'Order', $2, 'OrderCreated', '2019-05-03 13:31:34.484', $3)`,
+			id, fmt.Sprint(i), p); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = p
+	}
+	var nulls int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM inventory.outboxevent WHERE payload IS NULL`).Scan(&nulls); err != nil || nulls != 1 {
+		t.Fatalf("%d NULL payloads stored (%v); the test needs exactly one, and an empty bytea", nulls, err)
+	}
+	return want
+}
+
+// checkBinaryRecords checks that every event of want was published once,
+// its value the payload's bytes exactly (null for NULL), its key the
+// aggregate id's text and its partition the Java producer's for it.
+func checkBinaryRecords(t *testing.T, recs []*kgo.Record, want map[string][]byte) {
+	t.Helper()
+	want = maps.Clone(want)
+	for _, r := range recs {
+		id := header(r, "id")
+		w, ok := want[id]
+		if !ok {
+			t.Errorf("record with id header %q, which is no row's or came twice", id)
+			continue
+		}
+		delete(want, id)
+		switch {
+		case w == nil && r.Value != nil:
+			t.Errorf("event %s (NULL payload): value %x, want null", id, r.Value)
+		case w != nil && r.Value == nil:
+			t.Errorf("event %s: value null, want the %d bytes %x", id, len(w), w)
+		case !bytes.Equal(r.Value, w):
+			t.Errorf("event %s: value %x, want %x", id, r.Value, w)
+		}
+		wantKey := strings.TrimLeft(id[len(id)-12:], "0")
+		if wantKey == "" {
+			wantKey = "0"
+		}
+		if string(r.Key) != wantKey {
+			t.Errorf("event %s: key %q, want %q (the aggregate id's text)", id, r.Key, wantKey)
+		}
+		if p := javaPartition(r.Key, partitions); r.Partition != p {
+			t.Errorf("event %s: partition %d, the Java producer's is %d", id, r.Partition, p)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("%d events not published: %v", len(want), slices.Collect(maps.Keys(want)))
+	}
+}
+
+// TestDebeziumPassThroughNeedsDelegate: with BinaryDataConverter and no
+// delegate.converter.type, a payload column that is not bytea fails every
+// record in Kafka Connect. outboxrelay refuses the table at start, before
+// any row is committed, naming the column and the ways out.
+func TestDebeziumPassThroughNeedsDelegate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pgURL := testenv.Postgres(t)
+	pool := connectPool(t, pgURL)
+	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
+		t.Fatal(err)
+	}
+	slot := uniqueName(t)
+	debeziumSlot(ctx, t, pool, slot)
+	_, brokers := testenv.Kafka(t)
+	p := runDebeziumBinary(t, "c.json", exampleConnector(pgURL, slot, `, "value.converter": "io.debezium.converters.BinaryDataConverter"`),
+		"OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+	if code := p.exit(t, 30*time.Second); code == 0 {
+		t.Fatalf("outboxrelay exited with 0; want it to refuse the jsonb payload")
+	}
+	out := p.out.String()
+	for _, want := range []string{`value column "payload" has type jsonb`, "make the column bytea", "routing.value_delegate_format", "value.converter.delegate.converter.type"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output does not say %q:\n%s", want, out)
+		}
+	}
 }

@@ -32,6 +32,9 @@ var pollKind = sourceKind{
 	// A graceful stop lets Kafka acknowledge what is in flight, and the
 	// claim commits its mark before the source returns.
 	exactlyOnceAcrossStops: true,
+	backlog: func(t *testing.T, e *env) connector.Source {
+		return openPoller(t, poller.Config{URL: e.url, Table: "public." + e.table})
+	},
 }
 
 // openPoller readies the table with the poller's DDL and returns a source

@@ -28,6 +28,11 @@ type sourceKind struct {
 	ready func(ctx context.Context, t testing.TB, pool *pgxpool.Pool, name string)
 	// exactlyOnceAcrossStops: a graceful stop and start repeats nothing.
 	exactlyOnceAcrossStops bool
+	// backlog opens a source that also publishes the rows already in the
+	// table when it starts, which each source reads its own way: the CDC
+	// source from its slot's exported snapshot (cdc.snapshot initial), the
+	// poller by claiming them as it claims any.
+	backlog func(t *testing.T, e *env) connector.Source
 }
 
 var nameSeq atomic.Int64

@@ -23,6 +23,9 @@ var cdcKind = sourceKind{
 		waitSlotActive(ctx, t, pool, name)
 	},
 	exactlyOnceAcrossStops: true,
+	backlog: func(t *testing.T, e *env) connector.Source {
+		return e.snapshotSource(t, &syncBuffer{})
+	},
 }
 
 func openCDC(t testing.TB, cfg cdc.Config) *cdc.Source {

@@ -31,6 +31,7 @@ func TestSources(t *testing.T) {
 			t.Run("OversizedEventDeadLetter", func(t *testing.T) { testOversized(t, kind) })
 			t.Run("BatchRefusedNoInnocentDeadLetter", func(t *testing.T) { testBatchRefused(t, kind) })
 			t.Run("BrokerRefusesOneEventDeadLetter", func(t *testing.T) { testBrokerRefusesOne(t, kind) })
+			t.Run("BinaryPayloadsByteForByte", func(t *testing.T) { testBinaryPayloads(t, kind) })
 		})
 	}
 }
@@ -273,3 +274,58 @@ func testBrokerRefusesOne(t *testing.T, kind sourceKind) {
 		}
 	}
 }
+
+// testBinaryPayloads commits bytea payloads that text would mangle (NUL
+// bytes, bytes that are not UTF-8) and an empty one beside a NULL one,
+// some before the source starts (CDC's snapshot, the poller's backlog) and
+// some while it runs. Each record's value must be the column's bytes
+// exactly: an empty bytea an empty value, only NULL a null value (a
+// tombstone).
+func testBinaryPayloads(t *testing.T, kind sourceKind) {
+	ctx := context.Background()
+	e := newEnv(t, kind)
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE outbox ALTER COLUMN payload TYPE bytea USING NULL`); err != nil {
+		t.Fatal(err)
+	}
+	// hex-encoded payloads; nil is NULL.
+	payloads := []*string{ptr("00"), ptr("ff00fe80c328"), ptr(""), nil, ptr("7b7d")}
+	want := map[string]*string{}
+	insert := func(agg string) {
+		for _, p := range payloads {
+			var id string
+			err := e.pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', $1, 'T', decode($2, 'hex')) RETURNING id::text`,
+				agg, p).Scan(&id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[id] = p
+		}
+	}
+	insert("before")
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	r := startRelay(t, kind.backlog(t, e), e.brokers, connector.RunnerConfig{}, sink.Config{})
+	c.readAtLeast(ctx, t, len(payloads), time.Minute)
+	insert("after")
+	c.readAtLeast(ctx, t, 2*len(payloads), time.Minute)
+	r.stop(t)
+	c.settle(200 * time.Millisecond)
+	if len(c.recs) != len(want) {
+		t.Errorf("%d records for %d rows", len(c.recs), len(want))
+	}
+	for _, rec := range c.recs {
+		id := header(rec, "id")
+		p, ok := want[id]
+		switch {
+		case !ok:
+			t.Errorf("record with id %q, which is no row's", id)
+		case p == nil && rec.Value != nil:
+			t.Errorf("event %s (NULL payload): value %x, want null", id, rec.Value)
+		case p != nil && rec.Value == nil:
+			t.Errorf("event %s (payload '\\x%s'): value null, want the bytes", id, *p)
+		case p != nil && fmt.Sprintf("%x", rec.Value) != *p:
+			t.Errorf("event %s: value %x, want %s", id, rec.Value, *p)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

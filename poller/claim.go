@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -211,7 +212,9 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 		for i, mc := range meta.cols {
 			cols[i] = connector.Column{Name: mc.name, Type: mc.typ, Null: vals[i] == nil}
 			if vals[i] != nil {
-				cols[i].Value = append([]byte(nil), vals[i]...)
+				// A copy that stays non-nil when empty: an empty text or
+				// bytea is a value, and only NULL is nil.
+				cols[i].Value = bytes.Clone(vals[i])
 			}
 		}
 		at := time.Now()

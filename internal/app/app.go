@@ -103,6 +103,14 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		if err != nil {
 			return err
 		}
+		// A table the configured records cannot be made from stops the
+		// relay now; one that cannot be read yet is read again with the
+		// first event.
+		if err := rt.Check(ctx); connector.IsPermanent(err) {
+			return err
+		} else if err != nil {
+			log.Warn("could not read the outbox table's column types at start; reading them with the first event", "component", "app", "err", err)
+		}
 		runOpts = append(runOpts, connector.WithRouter(rt))
 	}
 	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), runOpts...)

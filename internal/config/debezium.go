@@ -22,8 +22,10 @@ type DebeziumRouting struct {
 	TracingColumn            string   `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
 	SchemaVersionColumn      string   `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
 	SchemaTopicPrefix        string   `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
-	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter)." default:"raw"`
-	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema or bytes, as key_format." default:"raw"`
+	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged)." default:"raw"`
+	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema or bytes, as key_format. raw and bytes both write a bytea payload's bytes unchanged, an empty one as an empty value and only NULL as a null value." default:"raw"`
+	KeyDelegateFormat        string   `yaml:"key_delegate_format" doc:"With key_format bytes, how a key column that is not bytea is written: string, json or json+schema (BinaryDataConverter's delegate.converter.type). Unset, such a column is refused at start." default:"(none)"`
+	ValueDelegateFormat      string   `yaml:"value_delegate_format" doc:"With value_format bytes, how a value that is not bytes (a payload column that is not bytea, envelope fields, an expanded payload) is written: string, json or json+schema, as key_delegate_format." default:"(none)"`
 	HeaderFormat             string   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
 }
 
@@ -34,7 +36,7 @@ func (d *DebeziumRouting) used() bool {
 		d.AdditionalFieldsRequired != nil || d.ExpandJSONPayload != nil || d.JSONNullFields != "" ||
 		d.TimestampColumn != "" || d.TombstoneOnEmptyPayload != nil || d.TracingColumn != "" ||
 		d.SchemaVersionColumn != "" || d.SchemaTopicPrefix != "" || d.KeyFormat != "" ||
-		d.ValueFormat != "" || d.HeaderFormat != ""
+		d.ValueFormat != "" || d.HeaderFormat != "" || d.KeyDelegateFormat != "" || d.ValueDelegateFormat != ""
 }
 
 // DebeziumRouter is the configuration of the Debezium router, or nil
@@ -66,6 +68,8 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 		KeyFormat:                debezium.Format(d.KeyFormat),
 		ValueFormat:              debezium.Format(d.ValueFormat),
 		HeaderFormat:             debezium.Format(d.HeaderFormat),
+		KeyDelegateFormat:        debezium.Format(d.KeyDelegateFormat),
+		ValueDelegateFormat:      debezium.Format(d.ValueDelegateFormat),
 	}
 }
 
