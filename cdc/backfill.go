@@ -137,12 +137,16 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	case since.IsZero():
 		since = kp.CommitTime
 	}
-	where, args, selection, err := s.backfillFilter(ctx, conn, since)
-	if err != nil {
-		return slotPosition{}, err
+	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
+	var selection string
+	for _, t := range s.tables {
+		f, words, err := s.backfillFilter(ctx, conn, since, t)
+		if err != nil {
+			return slotPosition{}, err
+		}
+		job.filters[t], selection = f, words
 	}
 	b.result = BackfillResult{Cause: cause, Since: since, Selection: selection}
-	job := &snapshotJob{where: where, args: args, backfill: true}
 	b.planned = job
 	attrs := []any{"slot", s.cfg.Slot, "rows", selection}
 	if kp != nil {
@@ -186,12 +190,18 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
 }
 
-// backfillFilter is the WHERE clause, with its parameters, that chooses
-// the rows committed at or after since, and those words for the log.
-func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time) (string, [][]byte, string, error) {
+// rowFilter chooses rows: a WHERE clause and its parameters ($1...).
+type rowFilter struct {
+	where string
+	args  [][]byte
+}
+
+// backfillFilter is the filter that chooses the rows of t committed at or
+// after since, and those words for the log.
+func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time, t table) (rowFilter, string, error) {
 	b := s.backfill
 	if b.All {
-		return "", nil, "every row in the table", nil
+		return rowFilter{}, "every row in the table", nil
 	}
 	from := since.Add(-b.Margin)
 	if col := b.TimestampColumn; col != "" {
@@ -199,12 +209,12 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 		err := conn.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
 			FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
-			s.schema, s.table, col).Scan(&typ)
+			t.schema, t.name, col).Scan(&typ)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil, "", connector.Permanent(fmt.Errorf("outbox table %s.%s has no column %q to choose the rows to backfill by", s.schema, s.table, col))
+			return rowFilter{}, "", connector.Permanent(fmt.Errorf("outbox table %s has no column %q to choose the rows to backfill by", t, col))
 		}
 		if err != nil {
-			return "", nil, "", classify("read the timestamp column's type", err)
+			return rowFilter{}, "", classify("read the timestamp column's type", err)
 		}
 		id := pgx.Identifier{col}.Sanitize()
 		words := fmt.Sprintf("rows whose %s is at or after %s (%s before %s, as a row is inserted before it commits)",
@@ -213,24 +223,24 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 		case "timestamp with time zone", "timestamp without time zone":
 			// A timestamp without time zone compares in the session's
 			// TimeZone, as now() wrote it.
-			return id + " >= $1::timestamptz", [][]byte{[]byte(from.Format(time.RFC3339Nano))}, words, nil
+			return rowFilter{id + " >= $1::timestamptz", [][]byte{[]byte(from.Format(time.RFC3339Nano))}}, words, nil
 		case "bigint":
-			return id + " >= $1::int8", [][]byte{[]byte(strconv.FormatInt(from.UnixMilli(), 10))}, words + " (milliseconds since the epoch)", nil
+			return rowFilter{id + " >= $1::int8", [][]byte{[]byte(strconv.FormatInt(from.UnixMilli(), 10))}}, words + " (milliseconds since the epoch)", nil
 		}
-		return "", nil, "", connector.Permanent(fmt.Errorf("column %q of %s.%s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, s.schema, s.table, typ))
+		return rowFilter{}, "", connector.Permanent(fmt.Errorf("column %q of %s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t, typ))
 	}
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
-		return "", nil, "", classify("read track_commit_timestamp", err)
+		return rowFilter{}, "", classify("read track_commit_timestamp", err)
 	}
 	if track != "on" {
-		return "", nil, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s.%s were committed: name a column the application sets to the insert time (--timestamp-column), "+
+		return rowFilter{}, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s were committed: name a column the application sets to the insert time (--timestamp-column), "+
 			"or publish every row in the table (--all; consumers drop the repeats by id); "+
-			"track_commit_timestamp = on would let it read commit times, but only of transactions committed after it is set", s.schema, s.table))
+			"track_commit_timestamp = on would let it read commit times, but only of transactions committed after it is set", t))
 	}
 	// A row whose commit time the server no longer knows (frozen, or
 	// committed before track_commit_timestamp was on) is published too:
 	// a repeat costs less than a loss.
-	return "coalesce(pg_xact_commit_timestamp(xmin) >= $1::timestamptz, true)", [][]byte{[]byte(since.Format(time.RFC3339Nano))},
+	return rowFilter{"coalesce(pg_xact_commit_timestamp(xmin) >= $1::timestamptz, true)", [][]byte{[]byte(since.Format(time.RFC3339Nano))}},
 		fmt.Sprintf("rows committed at or after %s (track_commit_timestamp), and rows whose commit time the server no longer knows", since.UTC().Format(time.RFC3339Nano)), nil
 }

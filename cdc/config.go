@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -17,8 +19,13 @@ type Config struct {
 	// URL is the PostgreSQL connection string. Required. The role needs
 	// the REPLICATION attribute and SELECT on the table.
 	URL string
-	// Table is the outbox table, schema.table. Default "public.outbox".
+	// Table is the outbox table, schema.table. Default "public.outbox",
+	// unless Tables is set.
 	Table string
+	// Tables are several outbox tables, each schema.table, relayed from
+	// one slot and one publication, all with the same Columns; set
+	// either Table or Tables.
+	Tables []string
 	// Columns names the outbox columns. Default Debezium's names.
 	Columns connector.ColumnMap
 	// Slot is the logical replication slot, created when missing.
@@ -88,7 +95,7 @@ const (
 )
 
 func (c *Config) SetDefaults() {
-	if c.Table == "" {
+	if c.Table == "" && len(c.Tables) == 0 {
 		c.Table = "public.outbox"
 	}
 	c.Columns = c.Columns.WithDefaults()
@@ -137,8 +144,19 @@ func (c *Config) Validate() error {
 	} else if _, err := pgconn.ParseConfig(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("postgres.url: %w", redactErr(err)))
 	}
-	if _, _, err := SplitTable(c.Table); err != nil {
-		errs = append(errs, err)
+	if c.Table != "" && len(c.Tables) > 0 {
+		errs = append(errs, fmt.Errorf("outbox.table (%s) and outbox.tables (%s) are both set; give one", c.Table, strings.Join(c.Tables, ", ")))
+	}
+	seen := map[table]bool{}
+	for _, name := range c.tableNames() {
+		schema, name, err := SplitTable(name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case seen[table{schema, name}]:
+			errs = append(errs, fmt.Errorf("outbox.tables: %s.%s is listed twice", schema, name))
+		}
+		seen[table{schema, name}] = true
 	}
 	if err := c.Columns.Validate(); err != nil {
 		errs = append(errs, err)
@@ -175,6 +193,22 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// tableNames are the outbox tables as configured.
+func (c *Config) tableNames() []string {
+	if len(c.Tables) > 0 {
+		return c.Tables
+	}
+	return []string{c.Table}
+}
+
+// table is an outbox table.
+type table struct{ schema, name string }
+
+// ident is the table's name quoted for SQL.
+func (t table) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
+
+func (t table) String() string { return t.schema + "." + t.name }
 
 // SplitTable splits "schema.table" (or "table", in schema public) into its
 // parts; see [pgsql.SplitTable].

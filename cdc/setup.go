@@ -169,14 +169,25 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 	}
 }
 
+// checkColumns checks that every outbox table exists with the columns
+// routing needs.
 func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
+	for _, t := range s.tables {
+		if err := s.checkTableColumns(ctx, conn, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Source) checkTableColumns(ctx context.Context, conn *pgx.Conn, t table) error {
 	rows, err := conn.Query(ctx, `
 		SELECT a.attname
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
-		s.schema, s.table)
+		t.schema, t.name)
 	if err != nil {
 		return classify("read the outbox table's columns", err)
 	}
@@ -185,7 +196,7 @@ func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
 		return classify("read the outbox table's columns", err)
 	}
 	if len(cols) == 0 {
-		return connector.Permanent(fmt.Errorf("outbox table %s.%s does not exist, or the role cannot see it (create it, or set outbox.table)", s.schema, s.table))
+		return connector.Permanent(fmt.Errorf("outbox table %s does not exist, or the role cannot see it (create it, or set outbox.table)", t))
 	}
 	var missing []string
 	m := s.cfg.Columns
@@ -195,42 +206,60 @@ func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
 		}
 	}
 	if len(missing) > 0 {
-		return connector.Permanent(fmt.Errorf("outbox table %s.%s has no column %s (it has %s); add them or map yours under outbox.columns", s.schema, s.table, strings.Join(missing, ", "), strings.Join(cols, ", ")))
+		return connector.Permanent(fmt.Errorf("outbox table %s has no column %s (it has %s); add them or map yours under outbox.columns", t, strings.Join(missing, ", "), strings.Join(cols, ", ")))
 	}
 	return nil
 }
 
+// ensurePublication makes sure the publication exists, publishes inserts
+// and covers every outbox table: it creates the publication, or adds a
+// table to it, when cdc.create_publication allows, and otherwise says what
+// to run.
 func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
+	pub := pgx.Identifier{s.cfg.Publication}.Sanitize()
+	idents := make([]string, len(s.tables))
+	for i, t := range s.tables {
+		idents[i] = t.ident()
+	}
 	var exists, insert bool
 	err := conn.QueryRow(ctx, `SELECT true, pubinsert FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&exists, &insert)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return classify("look up the publication", err)
 	}
 	if !exists {
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pub, strings.Join(idents, ", "))
 		if !*s.cfg.CreatePublication {
-			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
-				s.cfg.Publication, pgx.Identifier{s.cfg.Publication}.Sanitize(), pgx.Identifier{s.schema, s.table}.Sanitize()))
+			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, sql))
 		}
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
-			pgx.Identifier{s.cfg.Publication}.Sanitize(), pgx.Identifier{s.schema, s.table}.Sanitize())
 		if _, err := conn.Exec(ctx, sql); err != nil && !isDuplicate(err) {
 			return classify("create the publication", err)
 		}
-		s.log.Info("created publication", "publication", s.cfg.Publication, "table", s.cfg.Table)
+		s.log.Info("created publication", "publication", s.cfg.Publication, "tables", strings.Join(s.cfg.tableNames(), ", "))
 		return nil
 	}
 	if !insert {
-		return connector.Permanent(fmt.Errorf("publication %q does not publish inserts: ALTER PUBLICATION %s SET (publish = 'insert')", s.cfg.Publication, pgx.Identifier{s.cfg.Publication}.Sanitize()))
+		return connector.Permanent(fmt.Errorf("publication %q does not publish inserts: ALTER PUBLICATION %s SET (publish = 'insert')", s.cfg.Publication, pub))
 	}
-	var covers bool
-	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-		s.cfg.Publication, s.schema, s.table).Scan(&covers)
-	if err != nil {
-		return classify("check the publication's tables", err)
-	}
-	if !covers {
-		return connector.Permanent(fmt.Errorf("publication %q does not include table %s.%s: ALTER PUBLICATION %s ADD TABLE %s",
-			s.cfg.Publication, s.schema, s.table, pgx.Identifier{s.cfg.Publication}.Sanitize(), pgx.Identifier{s.schema, s.table}.Sanitize()))
+	for _, t := range s.tables {
+		var covers bool
+		err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+			s.cfg.Publication, t.schema, t.name).Scan(&covers)
+		if err != nil {
+			return classify("check the publication's tables", err)
+		}
+		if covers {
+			continue
+		}
+		sql := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, t.ident())
+		if !*s.cfg.CreatePublication {
+			return connector.Permanent(fmt.Errorf("publication %q does not include table %s and cdc.create_publication is false: %s", s.cfg.Publication, t, sql))
+		}
+		// A table added to outbox.tables: the slot decodes its inserts
+		// from the next transaction the server sees after this commits.
+		if _, err := conn.Exec(ctx, sql); err != nil && !isDuplicate(err) {
+			return classify(fmt.Sprintf("add table %s to publication %q", t, s.cfg.Publication), err)
+		}
+		s.log.Info("added a table to the publication", "publication", s.cfg.Publication, "table", t.String())
 	}
 	return nil
 }

@@ -149,11 +149,17 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 // rows, that those rows were committed before the slot existed and are not
 // relayed: a slot captures only what commits after it.
 func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
+	for _, t := range s.tables {
+		s.warnTableRowsBefore(ctx, conn, t)
+	}
+}
+
+func (s *Source) warnTableRowsBefore(ctx context.Context, conn *pgx.Conn, t table) {
 	const most = 100000
 	var n int64
-	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) t`, pgx.Identifier{s.schema, s.table}.Sanitize(), most+1)
+	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) t`, t.ident(), most+1)
 	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
-		s.log.Debug("count the rows already in the outbox table", "err", err)
+		s.log.Debug("count the rows already in the outbox table", "table", t.String(), "err", err)
 		return
 	}
 	if n == 0 {
@@ -164,6 +170,6 @@ func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
 		count = fmt.Sprintf("more than %d", most)
 	}
 	s.log.Warn("the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is",
-		"slot", s.cfg.Slot, "table", s.cfg.Table, "rows", count,
+		"slot", s.cfg.Slot, "table", t.String(), "rows", count,
 		"hint", "if they must reach Kafka, stop the relay and publish them once with outboxrelay backfill --all, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")
 }

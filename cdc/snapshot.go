@@ -33,13 +33,11 @@ const (
 )
 
 // snapshotJob is a snapshot to publish before streaming: an exported one
-// (name), or, when name is empty, the table as it is now. A backfill's
-// (backfill.go) reads only the rows where chooses, with args as its
-// parameters ($1...).
+// (name), or, when name is empty, the tables as they are now. A
+// backfill's (backfill.go) reads only the rows its filters choose.
 type snapshotJob struct {
 	name     string
-	where    string
-	args     [][]byte
+	filters  map[table]rowFilter
 	backfill bool
 }
 
@@ -128,34 +126,11 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&now); err != nil {
 		return classify("begin the snapshot transaction", err)
 	}
-	cols, err := snapshotColumns(ctx, tx, s.schema, s.table)
-	if err != nil {
-		return err
-	}
-	names := make([]string, len(cols))
-	formats := make([]int16, len(cols))
-	for i, c := range cols {
-		names[i] = pgx.Identifier{c.Name}.Sanitize()
-		if c.Type == byteaOID {
-			formats[i] = 1 // raw bytes, as connector.Column holds bytea
-		}
-	}
-	// age(xmin) orders by transaction id across wraparound; a frozen
-	// row's is the largest, so frozen (old) rows come first.
-	where, origin := "", "snapshot of "+s.cfg.Table
-	if job.where != "" {
-		where = " WHERE " + job.where
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), pgx.Identifier{s.schema, s.table}.Sanitize(), where)
+	what, tables := "publishing the rows already in the outbox tables (cdc.snapshot initial)", strings.Join(s.cfg.tableNames(), ", ")
 	if job.backfill {
-		origin = "backfill of " + s.cfg.Table
-		s.log.Info("backfill: publishing the chosen outbox rows", "slot", s.cfg.Slot, "table", s.cfg.Table, "rows", s.backfill.result.Selection,
-			"exported_snapshot", job.name != "")
-	} else {
-		s.log.Info("publishing the rows already in the outbox table (cdc.snapshot initial)", "slot", s.cfg.Slot, "table", s.cfg.Table,
-			"exported_snapshot", job.name != "")
+		what = "backfill: publishing the chosen outbox rows"
 	}
-	rr := tx.Conn().PgConn().ExecParams(ctx, q, job.args, nil, nil, formats)
+	s.log.Info(what, "slot", s.cfg.Slot, "tables", tables, "exported_snapshot", job.name != "")
 	var batch []connector.Event
 	bytes, total := 0, 0
 	eventsAt := s.events.Load()
@@ -202,36 +177,76 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 			return ctx.Err()
 		}
 	}
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([]connector.Column, len(cols))
-		for i, c := range cols {
-			row[i] = connector.Column{Name: c.Name, Type: c.Type, Null: vals[i] == nil}
-			if vals[i] != nil {
-				// A copy that stays non-nil when empty: an empty text or
-				// bytea is a value, and only NULL is nil.
-				row[i].Value = append([]byte{}, vals[i]...)
-			}
+	for _, t := range s.tables {
+		origin := "snapshot of " + t.String()
+		if job.backfill {
+			origin = "backfill of " + t.String()
 		}
-		e := s.cfg.Columns.NewEvent(row, now, origin)
-		batch = append(batch, e)
-		bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
-		total++
-		if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
-			if err := send(false); err != nil {
-				rr.Close()
-				return err
+		if err := s.readTable(ctx, tx, t, job.filters[t], func(row []connector.Column) error {
+			e := s.cfg.Columns.NewEvent(row, now, origin)
+			batch = append(batch, e)
+			bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
+			total++
+			if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
+				return send(false)
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
-	}
-	if _, err := rr.Close(); err != nil {
-		return classify("read the outbox table for the snapshot", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return classify("end the snapshot transaction", err)
 	}
 	// The last batch, even an empty one.
 	return send(true)
+}
+
+// readTable reads the rows of t that f chooses, oldest transaction first,
+// and hands each to row. A table's rows go in one query; the tables one
+// after the other, so events of one aggregate in two tables are in order
+// within each table only.
+func (s *Source) readTable(ctx context.Context, tx pgx.Tx, t table, f rowFilter, row func([]connector.Column) error) error {
+	cols, err := snapshotColumns(ctx, tx, t.schema, t.name)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(cols))
+	formats := make([]int16, len(cols))
+	for i, c := range cols {
+		names[i] = pgx.Identifier{c.Name}.Sanitize()
+		if c.Type == byteaOID {
+			formats[i] = 1 // raw bytes, as connector.Column holds bytea
+		}
+	}
+	where := ""
+	if f.where != "" {
+		where = " WHERE " + f.where
+	}
+	// age(xmin) orders by transaction id across wraparound; a frozen
+	// row's is the largest, so frozen (old) rows come first.
+	q := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), t.ident(), where)
+	rr := tx.Conn().PgConn().ExecParams(ctx, q, f.args, nil, nil, formats)
+	for rr.NextRow() {
+		vals := rr.Values()
+		r := make([]connector.Column, len(cols))
+		for i, c := range cols {
+			r[i] = connector.Column{Name: c.Name, Type: c.Type, Null: vals[i] == nil}
+			if vals[i] != nil {
+				// A copy that stays non-nil when empty: an empty text or
+				// bytea is a value, and only NULL is nil.
+				r[i].Value = append([]byte{}, vals[i]...)
+			}
+		}
+		if err := row(r); err != nil {
+			rr.Close()
+			return err
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return classify(fmt.Sprintf("read outbox table %s for the snapshot", t), err)
+	}
+	return nil
 }
 
 const byteaOID = 17

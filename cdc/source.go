@@ -24,9 +24,10 @@ import (
 
 // Source is the logical replication [connector.Source].
 type Source struct {
-	cfg           Config
-	schema, table string
-	log           *slog.Logger
+	cfg Config
+	// tables are the outbox tables, as configured.
+	tables []table
+	log    *slog.Logger
 
 	// acked is the end LSN of the last transaction that Kafka has
 	// acknowledged along with everything before it, or a keepalive
@@ -110,8 +111,11 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	schema, table, _ := SplitTable(cfg.Table)
-	s := &Source{cfg: cfg, schema: schema, table: table, log: slog.New(slog.DiscardHandler)}
+	s := &Source{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	for _, name := range cfg.tableNames() {
+		schema, name, _ := SplitTable(name)
+		s.tables = append(s.tables, table{schema, name})
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -653,10 +657,15 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 // user made may cover other tables; their changes are not ours to relay.
 func (st *stream) ours(id uint32) (*pgoutput.Relation, bool) {
 	rel, ok := st.rels[id]
-	if !ok || rel.Namespace != st.src.schema || rel.Name != st.src.table {
+	if !ok {
 		return nil, false
 	}
-	return rel, true
+	for _, t := range st.src.tables {
+		if rel.Namespace == t.schema && rel.Name == t.name {
+			return rel, true
+		}
+	}
+	return nil, false
 }
 
 // skip counts a change that is not an insert. Logging each one would flood

@@ -28,7 +28,7 @@ const outboxDDL = `CREATE TABLE %s (
 
 func createOutbox(t testing.TB, pool *pgxpool.Pool, table string) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), fmt.Sprintf(outboxDDL, pgx.Identifier{table}.Sanitize())); err != nil {
+	if _, err := pool.Exec(context.Background(), fmt.Sprintf(outboxDDL, tableIdent(table))); err != nil {
 		t.Fatalf("create outbox table: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func (w workload) write(ctx context.Context, t testing.TB, pool *pgxpool.Pool) {
 					for i := range k {
 						a := aggs[(done+i)%len(aggs)]
 						seq[a]++
-						b.Queue(fmt.Sprintf(`INSERT INTO %s (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'Happened', $3)`, pgx.Identifier{w.table}.Sanitize()),
+						b.Queue(fmt.Sprintf(`INSERT INTO %s (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'Happened', $3)`, tableIdent(w.table)),
 							w.aggType, aggID(a), fmt.Sprintf(`{"aggregate": %q, "seq": %d, "pad": "%s"}`, aggID(a), seq[a], pad))
 					}
 					return tx.SendBatch(ctx, b).Close()
@@ -142,7 +142,7 @@ type row struct {
 
 func readRows(ctx context.Context, t testing.TB, pool *pgxpool.Pool, table string) map[string]row {
 	t.Helper()
-	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id::text, aggregatetype, aggregateid, payload::text FROM %s`, pgx.Identifier{table}.Sanitize()))
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id::text, aggregatetype, aggregateid, payload::text FROM %s`, tableIdent(table)))
 	if err != nil {
 		t.Fatalf("read outbox: %v", err)
 	}
@@ -347,14 +347,14 @@ func (c *collector) check(t testing.TB, rows map[string]row, partitions int) rep
 			t.Errorf("event %s: partition %d, the Java client's choice is %d", id, r.Partition, p)
 		}
 		seq := payloadSeq(t, want.payload)
-		if prev := lastSeq[want.aggID]; seq != prev+1 {
+		if prev := lastSeq[want.aggType+"/"+want.aggID]; seq != prev+1 {
 			report := t.Errorf
 			if c.orderKnownBroken {
 				report = t.Logf
 			}
 			report("aggregate %s: event %d follows event %d (out of commit order or missing)", want.aggID, seq, prev)
 		}
-		lastSeq[want.aggID] = seq
+		lastSeq[want.aggType+"/"+want.aggID] = seq
 	}
 	for _, id := range slices.Sorted(maps.Keys(rows)) {
 		if !seen[id] {
@@ -413,4 +413,13 @@ func murmur2(data []byte) int32 {
 	h *= m
 	h ^= h >> 15
 	return int32(h)
+}
+
+// tableIdent quotes a table name for SQL: "outbox", or "schema.table" for
+// a table in another schema.
+func tableIdent(name string) string {
+	if schema, table, ok := strings.Cut(name, "."); ok {
+		return pgx.Identifier{schema, table}.Sanitize()
+	}
+	return pgx.Identifier{name}.Sanitize()
 }

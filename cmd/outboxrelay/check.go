@@ -13,6 +13,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
+// errSeveralTables refuses outbox.tables in a command that takes one table.
+func errSeveralTables(cmd string) error {
+	return fmt.Errorf("%s takes one outbox table for now, and the configuration lists several (outbox.tables): run it once per table with OUTBOXRELAY_OUTBOX_TABLES=<schema.table> in the environment", cmd)
+}
+
 // errCheckFailed makes the process exit non-zero after a report with a
 // failure; the report itself has said what failed.
 var errCheckFailed = errors.New("check failed: see the FAIL lines and their fixes above")
@@ -41,6 +46,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := config.Load(*path, os.Environ())
 	if err != nil {
 		return configProblems(err)
+	}
+	if len(cfg.Outbox.Tables) > 1 {
+		return errSeveralTables("check")
 	}
 	report := check.Run(ctx, cfg, check.WithTimeout(*timeout))
 	if *asJSON {

@@ -106,6 +106,9 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // initOptions turns the configuration into what initsql needs.
 func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool) (initsql.Options, error) {
+	if len(cfg.Outbox.Tables) > 1 {
+		return initsql.Options{}, errSeveralTables("init")
+	}
 	schema, table, err := cdc.SplitTable(cfg.Outbox.Table)
 	if err != nil {
 		return initsql.Options{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -122,7 +123,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if backfill != nil {
 		what = "outboxrelay backfill starting"
 	}
-	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", cfg.Outbox.Table,
+	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
 	stopHTTP := func() {}
 	if backfill == nil {

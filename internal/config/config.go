@@ -60,7 +60,16 @@ func (p Postgres) Network() pgsql.Network {
 // Outbox is the outbox table.
 type Outbox struct {
 	Table   string              `yaml:"table" doc:"The outbox table, schema.table." default:"public.outbox"`
+	Tables  []string            `yaml:"tables" doc:"Several outbox tables, each schema.table (in the environment: comma-separated), relayed by source cdc from one slot and one publication with the same columns and routing; instead of outbox.table." default:"(none)"`
 	Columns connector.ColumnMap `yaml:"columns"`
+}
+
+// TableNames are the outbox tables: outbox.tables, or outbox.table.
+func (o Outbox) TableNames() []string {
+	if len(o.Tables) > 0 {
+		return o.Tables
+	}
+	return []string{o.Table}
 }
 
 // CDC is the logical replication source.
@@ -183,7 +192,11 @@ func (c *Config) setDefaults() {
 	if c.Source == "" {
 		c.Source = "cdc"
 	}
-	if c.Outbox.Table == "" {
+	if len(c.Outbox.Tables) == 1 && c.Outbox.Table == "" {
+		// One table in the list is outbox.table.
+		c.Outbox.Table, c.Outbox.Tables = c.Outbox.Tables[0], nil
+	}
+	if c.Outbox.Table == "" && len(c.Outbox.Tables) == 0 {
 		c.Outbox.Table = "public.outbox"
 	}
 	if c.Log.Level == "" {
@@ -219,6 +232,12 @@ func (c *Config) Validate() error {
 	}
 	if checkPoll {
 		errs = append(errs, c.validatePoll())
+	}
+	if len(c.Outbox.Tables) > 1 && c.Source == "poll" {
+		errs = append(errs, fmt.Errorf("outbox.tables: source poll relays one table; run one poller per table (outbox.table), or use source cdc"))
+	}
+	if len(c.Outbox.Tables) > 1 && c.Routing.Debezium.used() {
+		errs = append(errs, fmt.Errorf("outbox.tables: Debezium's record formats (routing.key_format and the other Debezium routing keys) take one table for now; run one relay per table (outbox.table)"))
 	}
 	sc := c.SinkConfig()
 	sc.SetDefaults()
@@ -268,6 +287,7 @@ func (c *Config) CDCConfig() cdc.Config {
 	return cdc.Config{
 		URL:                c.Postgres.URL,
 		Table:              c.Outbox.Table,
+		Tables:             c.Outbox.Tables,
 		Columns:            c.Outbox.Columns,
 		Slot:               c.CDC.Slot,
 		Publication:        c.CDC.Publication,

@@ -132,3 +132,39 @@ func FuzzParse(f *testing.F) {
 		_ = c.Validate() // must not panic
 	})
 }
+
+func TestOutboxTables(t *testing.T) {
+	const base = "postgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [kafka:9092]\n"
+	c, err := Load(writeFile(t, base+"outbox:\n  tables: [sales.outbox, billing.outbox]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc := c.CDCConfig(); cc.Table != "" || strings.Join(cc.Tables, "|") != "sales.outbox|billing.outbox" {
+		t.Errorf("cdc config from outbox.tables: table %q, tables %q", cc.Table, cc.Tables)
+	}
+	c, err = Load(writeFile(t, base), []string{"OUTBOXRELAY_OUTBOX_TABLES=sales.outbox, billing.outbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Outbox.TableNames(), "|") != "sales.outbox|billing.outbox" {
+		t.Errorf("outbox.tables from the environment: %q", c.Outbox.TableNames())
+	}
+	// One table in the list is outbox.table, for every command.
+	c, err = Load(writeFile(t, base+"outbox:\n  tables: [sales.outbox]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Outbox.Table != "sales.outbox" || len(c.Outbox.Tables) != 0 {
+		t.Errorf("a one-table list: table %q, tables %q", c.Outbox.Table, c.Outbox.Tables)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"outbox:\n  table: public.outbox\n  tables: [a.outbox, b.outbox]\n", "outbox.table (public.outbox) and outbox.tables (a.outbox, b.outbox) are both set"},
+		{"outbox:\n  tables: [a.outbox, a.outbox]\n", "a.outbox is listed twice"},
+		{"source: poll\noutbox:\n  tables: [a.outbox, b.outbox]\n", "source poll relays one table"},
+		{"outbox:\n  tables: [a.outbox, b.outbox]\nrouting:\n  value_format: json\n", "Debezium's record formats"},
+	} {
+		if _, err := Load(writeFile(t, base+tc.yaml), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -258,9 +258,15 @@ func (c *Config) validateNames() []error {
 			errs = append(errs, fmt.Errorf("%s: %q is longer than PostgreSQL's 63-byte limit on names", key, name))
 		}
 	}
-	if schema, table, err := cdc.SplitTable(c.Outbox.Table); err == nil {
-		check("outbox.table", schema, false)
-		check("outbox.table", table, false)
+	key := "outbox.table"
+	if len(c.Outbox.Tables) > 0 {
+		key = "outbox.tables"
+	}
+	for _, name := range c.Outbox.TableNames() {
+		if schema, table, err := cdc.SplitTable(name); err == nil {
+			check(key, schema, false)
+			check(key, table, false)
+		}
 	}
 	m := c.Outbox.Columns
 	check("outbox.columns.id", m.ID, true)
