@@ -147,16 +147,16 @@ func (c *Config) Validate() error {
 	if c.Table != "" && len(c.Tables) > 0 {
 		errs = append(errs, fmt.Errorf("outbox.table (%s) and outbox.tables (%s) are both set; give one", c.Table, strings.Join(c.Tables, ", ")))
 	}
-	seen := map[table]bool{}
+	seen := map[string]bool{}
 	for _, name := range c.tableNames() {
 		schema, name, err := SplitTable(name)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case seen[table{schema, name}]:
+		case seen[schema+"."+name]:
 			errs = append(errs, fmt.Errorf("outbox.tables: %s.%s is listed twice", schema, name))
 		}
-		seen[table{schema, name}] = true
+		seen[schema+"."+name] = true
 	}
 	if err := c.Columns.Validate(); err != nil {
 		errs = append(errs, err)
@@ -202,13 +202,13 @@ func (c *Config) tableNames() []string {
 	return []string{c.Table}
 }
 
-// table is an outbox table.
-type table struct{ schema, name string }
+// table is an outbox table; qualified is schema.name.
+type table struct{ schema, name, qualified string }
 
 // ident is the table's name quoted for SQL.
 func (t table) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
 
-func (t table) String() string { return t.schema + "." + t.name }
+func (t table) String() string { return t.qualified }
 
 // SplitTable splits "schema.table" (or "table", in schema public) into its
 // parts; see [pgsql.SplitTable].

@@ -114,7 +114,7 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 	s := &Source{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 	for _, name := range cfg.tableNames() {
 		schema, name, _ := SplitTable(name)
-		s.tables = append(s.tables, table{schema, name})
+		s.tables = append(s.tables, table{schema, name, schema + "." + name})
 	}
 	for _, o := range opts {
 		o(s)
@@ -625,7 +625,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	if err != nil {
 		return fmt.Errorf("parse pgoutput message: %w", err)
 	}
-	rel, ok := st.ours(id)
+	rel, tbl, ok := st.ours(id)
 	if !ok || st.skipTxn {
 		return nil
 	}
@@ -641,6 +641,9 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		st.cols = cols
 		e = st.src.cfg.Columns.NewEvent(cols, st.commitTime, st.origin)
 	}
+	if len(st.src.tables) > 1 {
+		e.Table = tbl.qualified
+	}
 	st.txnLastID = e.ID
 	st.batch = append(st.batch, e)
 	st.batchBytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
@@ -653,25 +656,26 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	return nil
 }
 
-// ours returns the relation if it is the outbox table. A publication the
-// user made may cover other tables; their changes are not ours to relay.
-func (st *stream) ours(id uint32) (*pgoutput.Relation, bool) {
+// ours returns the relation if it is an outbox table, and which one. A
+// publication the user made may cover other tables; their changes are not
+// ours to relay.
+func (st *stream) ours(id uint32) (*pgoutput.Relation, *table, bool) {
 	rel, ok := st.rels[id]
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	for _, t := range st.src.tables {
-		if rel.Namespace == t.schema && rel.Name == t.name {
-			return rel, true
+	for i := range st.src.tables {
+		if t := &st.src.tables[i]; rel.Namespace == t.schema && rel.Name == t.name {
+			return rel, t, true
 		}
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // skip counts a change that is not an insert. Logging each one would flood
 // the log of a table that is cleaned with DELETE; once a minute says it.
 func (st *stream) skip(id uint32, op string) {
-	if _, ok := st.ours(id); !ok {
+	if _, _, ok := st.ours(id); !ok {
 		return
 	}
 	n := st.src.skipped.Add(1)

@@ -34,6 +34,9 @@ type Event struct {
 	// Origin says where the row came from, for errors and logs: the commit
 	// LSN for CDC, the table for the poller.
 	Origin string
+	// Table is the outbox table the row is in, schema.table, when the
+	// source reads several; empty when it reads one.
+	Table string
 	// Invalid, when not nil, says why this row is not a valid outbox event
 	// (a required column is NULL, say). The runner does not publish it: it
 	// sends it to the dead letter topic or stops with this error.

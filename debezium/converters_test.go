@@ -374,7 +374,7 @@ func TestRawRouterIsDefaultRouting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt.load = func(context.Context) (*tableMeta, error) { return meta, nil }
+			rt.load = func(context.Context, string) (*tableMeta, error) { return meta, nil }
 			def := connector.Routing{TopicPrefix: prefix, TypeHeader: typeHeader}.WithDefaults()
 			for range 500 {
 				e := connector.Event{ID: word(), AggregateType: word(), AggregateID: word(), Type: word(),
@@ -468,7 +468,7 @@ func TestBytesColumnCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.load = func(context.Context) (*tableMeta, error) { return tc.table, nil }
+			r.load = func(context.Context, string) (*tableMeta, error) { return tc.table, nil }
 			err = r.Check(context.Background())
 			if len(tc.errs) == 0 {
 				if err != nil {

@@ -122,7 +122,7 @@ var Options = []Option{
 	{Name: "slot.name", Scope: ScopeConnector, Default: "debezium", Status: Same, Text: "`cdc.slot`; outboxrelay resumes from the slot's confirmed position"},
 	{Name: "publication.name", Scope: ScopeConnector, Default: "dbz_publication", Status: Same, Text: "`cdc.publication`"},
 	{Name: "publication.autocreate.mode", Scope: ScopeConnector, Default: "all_tables", Status: WithNote, Text: "`cdc.create_publication`: all_tables and filtered create a missing publication FOR TABLE <outbox> WITH (publish = 'insert'); disabled and no_tables create none. An existing publication is used as it is"},
-	{Name: "table.include.list, table.whitelist", Scope: ScopeConnector, Default: "(all tables)", Status: WithNote, Text: "`outbox.table`: one table, named literally (dots may be escaped); a list or a pattern is refused"},
+	{Name: "table.include.list, table.whitelist", Scope: ScopeConnector, Default: "(all tables)", Status: WithNote, Text: "`outbox.table`, or `outbox.tables` for a list: tables named literally (dots may be escaped), relayed from one slot; a pattern is refused"},
 	{Name: "schema.include.list, schema.exclude.list, table.exclude.list", Scope: ScopeConnector, Status: NoEffect, Text: "outboxrelay reads only the outbox table", Report: Info},
 	{Name: "column.include.list, column.exclude.list", Scope: ScopeConnector, Status: WithNote, Text: "not applied: the router sees every column (matters only for an excluded additional field)", Report: Warning},
 	{Name: "status.update.interval.ms", Scope: ScopeConnector, Default: "10000", Status: Same, Text: "`cdc.status_interval`"},

@@ -23,6 +23,9 @@ type RouterConfig struct {
 	// catalog types the columns as Debezium's connector does. Required.
 	PostgresURL string
 	Table       string
+	// Tables, instead of Table, are several outbox tables; an event is
+	// typed by its own table's catalog (connector.Event.Table).
+	Tables []string
 	// Columns names the outbox columns (table.field.event.id, .key,
 	// .payload, route.by.field). Default Debezium's names.
 	Columns connector.ColumnMap
@@ -160,8 +163,9 @@ type compiled struct {
 	topics   *topicRouter
 	fields   []AdditionalField
 	envelope bool
-	schema   string
-	table    string
+	// tables are the outbox tables, schema.table; the first is the one
+	// of an event that does not name its table.
+	tables []string
 }
 
 func (c *RouterConfig) compile() (*compiled, error) {
@@ -170,14 +174,20 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	if c.PostgresURL == "" {
 		errs = append(errs, errors.New("the Debezium router needs postgres.url to read the outbox table's column types"))
 	}
-	schema, table, ok := strings.Cut(c.Table, ".")
-	if !ok {
-		schema, table = "public", c.Table
+	names := c.Tables
+	if len(names) == 0 {
+		names = []string{c.Table}
 	}
-	if schema == "" || table == "" || strings.Contains(table, ".") {
-		errs = append(errs, fmt.Errorf("outbox.table: %q is not schema.table", c.Table))
+	for _, name := range names {
+		schema, table, ok := strings.Cut(name, ".")
+		if !ok {
+			schema, table = "public", name
+		}
+		if schema == "" || table == "" || strings.Contains(table, ".") {
+			errs = append(errs, fmt.Errorf("outbox.table: %q is not schema.table", name))
+		}
+		out.tables = append(out.tables, schema+"."+table)
 	}
-	out.schema, out.table = schema, table
 	if err := c.Columns.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -272,18 +282,24 @@ func joinFormats(fs []Format) string {
 // Route is called from one goroutine, as the runner does; Router is not
 // safe for concurrent use.
 type Router struct {
-	cfg  RouterConfig
-	c    *compiled
-	exp  expander
-	log  *slog.Logger
-	load func(ctx context.Context) (*tableMeta, error)
+	cfg RouterConfig
+	c   *compiled
+	exp expander
+	log *slog.Logger
+	// load reads the catalog of an outbox table, schema.table.
+	load func(ctx context.Context, table string) (*tableMeta, error)
 
-	meta     *tableMeta
-	loadedAt time.Time
+	metas    map[string]*loadedTable // by schema.table
 	lastWarn map[string]time.Time
 }
 
 var _ connector.Router = (*Router)(nil)
+
+// loadedTable is an outbox table's catalog and when it was read.
+type loadedTable struct {
+	meta *tableMeta
+	at   time.Time
+}
 
 // RouterOption wires a router to its surroundings.
 type RouterOption func(*Router)
@@ -302,9 +318,10 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{cfg: cfg, c: c, exp: expander{nullsAsBytes: cfg.JSONNullFields == "optional_bytes"},
-		log: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}}
-	r.load = func(ctx context.Context) (*tableMeta, error) {
-		return loadTable(ctx, cfg.PostgresURL, c.schema, c.table)
+		log: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
+	r.load = func(ctx context.Context, table string) (*tableMeta, error) {
+		schema, name, _ := strings.Cut(table, ".")
+		return loadTable(ctx, cfg.PostgresURL, schema, name)
 	}
 	for _, o := range opts {
 		o(r)
@@ -339,41 +356,51 @@ func (r *Router) Route(e *connector.Event) (connector.Message, error) {
 func (r *Router) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	t, err := r.load(ctx)
-	if err != nil {
-		return err
+	var errs []error
+	for _, name := range r.c.tables {
+		t, err := r.load(ctx, name)
+		if err != nil {
+			return err
+		}
+		errs = append(errs, r.check(t))
 	}
-	if err := r.check(t); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return connector.Permanent(err)
 	}
 	return nil
 }
 
-// table returns the catalog entry, reading it again when the row has a
-// column it does not know (the table was altered), at most once a second.
+// table returns the catalog entry of the event's table, reading it again
+// when the row has a column it does not know (the table was altered), at
+// most once a second.
 func (r *Router) table(e *connector.Event) (*tableMeta, error) {
-	stale := r.meta == nil
+	name := e.Table
+	if name == "" {
+		name = r.c.tables[0]
+	}
+	lt := r.metas[name]
+	stale := lt == nil
 	if !stale {
 		for _, c := range e.Extra {
-			if r.meta.column(c.Name) == nil {
+			if lt.meta.column(c.Name) == nil {
 				stale = true
 				break
 			}
 		}
 	}
-	if !stale || (r.meta != nil && time.Since(r.loadedAt) < time.Second) {
-		return r.meta, nil
+	if !stale || (lt != nil && time.Since(lt.at) < time.Second) {
+		return lt.meta, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t, err := r.load(ctx)
+	t, err := r.load(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if err := r.check(t); err != nil {
 		return nil, connector.Permanent(err)
 	}
-	r.meta, r.loadedAt = t, time.Now()
+	r.metas[name] = &loadedTable{meta: t, at: time.Now()}
 	return t, nil
 }
 

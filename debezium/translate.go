@@ -292,8 +292,13 @@ func (tr *translator) connector() {
 	tr.postgresURL()
 	tr.set("source", "cdc")
 
-	table := tr.table()
-	tr.set("outbox.table", table)
+	tables := tr.tables()
+	if len(tables) == 1 {
+		tr.set("outbox.table", tables[0])
+	} else {
+		tr.set("outbox.tables", tables)
+	}
+	table := strings.Join(tables, ", ")
 
 	switch plugin, ok := tr.get("plugin.name"); {
 	case !ok:
@@ -406,8 +411,9 @@ func (tr *translator) postgresURL() {
 	}
 }
 
-// table reads the one outbox table from table.include.list.
-func (tr *translator) table() string {
+// tables reads the outbox tables from table.include.list: each named
+// literally, as schema.table.
+func (tr *translator) tables() []string {
 	key := "table.include.list"
 	list, ok := tr.get(key)
 	if !ok {
@@ -416,29 +422,30 @@ func (tr *translator) table() string {
 	}
 	if !ok {
 		tr.note("table.include.list", Warning, "not set: Debezium would capture every table; outboxrelay relays public.outbox (set outbox.table to change it)")
-		return "public.outbox"
+		return []string{"public.outbox"}
 	}
 	var tables []string
 	for t := range strings.SplitSeq(list, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			tables = append(tables, t)
+		if t = strings.TrimSpace(t); t == "" {
+			continue
 		}
+		// A literal name: a dot may be written as . or \. and nothing
+		// else may be a pattern.
+		name := strings.ReplaceAll(t, `\.`, ".")
+		if !literalTable.MatchString(name) {
+			tr.note(key, Unsupported, "%q is a pattern; outboxrelay needs the outbox tables named, schema.table", t)
+			return []string{"public.outbox"}
+		}
+		if !strings.Contains(name, ".") {
+			name = "public." + name
+		}
+		tables = append(tables, name)
 	}
-	if len(tables) != 1 {
-		tr.note(key, Unsupported, "lists %d tables; outboxrelay relays one outbox table (run one relay per table)", len(tables))
-		return "public.outbox"
+	if len(tables) == 0 {
+		tr.note(key, Unsupported, "names no table")
+		return []string{"public.outbox"}
 	}
-	// A literal name: a dot may be written as . or \. and nothing else may
-	// be a pattern.
-	name := strings.ReplaceAll(tables[0], `\.`, ".")
-	if !literalTable.MatchString(name) {
-		tr.note(key, Unsupported, "%q is a pattern; outboxrelay needs the one outbox table, schema.table", tables[0])
-		return "public.outbox"
-	}
-	if !strings.Contains(name, ".") {
-		name = "public." + name
-	}
-	return name
+	return tables
 }
 
 var literalTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)

@@ -226,16 +226,29 @@ func (tr *translator) predicate(name string) {
 	}
 	tr.used["predicates"] = true
 	prefix, _ := tr.t.Setting("routing.schema_topic_prefix")
-	table, _ := tr.t.Setting("outbox.table")
-	topic := strings.TrimPrefix(fmt.Sprint(prefix)+"."+fmt.Sprint(table), ".")
-	if prefix == nil {
-		topic = fmt.Sprint(table)
+	var tables []string
+	if t, ok := tr.t.Setting("outbox.table"); ok {
+		tables = []string{fmt.Sprint(t)}
+	} else if ts, ok := tr.t.Setting("outbox.tables"); ok {
+		tables, _ = ts.([]string)
 	}
-	if re.MatchString(topic) != negate {
-		tr.note(p+"predicate", Info, "predicate %q selects %s, the outbox table's topic, which is all outboxrelay reads", name, topic)
+	var selected, not []string
+	for _, table := range tables {
+		topic := table
+		if prefix != nil {
+			topic = strings.TrimPrefix(fmt.Sprint(prefix)+"."+table, ".")
+		}
+		if re.MatchString(topic) != negate {
+			selected = append(selected, topic)
+		} else {
+			not = append(not, topic)
+		}
+	}
+	if len(not) == 0 {
+		tr.note(p+"predicate", Info, "predicate %q selects %s, the outbox tables' topics, which is all outboxrelay reads", name, strings.Join(selected, ", "))
 		return
 	}
-	tr.note(p+"predicate", Unsupported, "predicate %q does not select %s, the outbox table's topic, so Debezium would not route its records", name, topic)
+	tr.note(p+"predicate", Unsupported, "predicate %q does not select %s, an outbox table's topic, so Debezium would not route its records", name, strings.Join(not, ", "))
 }
 
 // converters maps the key, value and header converters.

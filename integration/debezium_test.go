@@ -478,3 +478,57 @@ func TestDebeziumPassThroughNeedsDelegate(t *testing.T) {
 		}
 	}
 }
+
+// A connector whose table.include.list names two outbox tables: both are
+// relayed from its one slot, and each record is typed by its own table's
+// catalog, as Debezium's connector types each table's changes: the jsonb
+// payload is io.debezium.data.Json, the text one a plain string.
+func TestDebeziumSeveralTables(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pgURL := testenv.Postgres(t)
+	pool := connectPool(t, pgURL)
+	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE inventory.invoiceevent (LIKE inventory.outboxevent INCLUDING ALL);
+		ALTER TABLE inventory.invoiceevent ALTER COLUMN payload TYPE text`); err != nil {
+		t.Fatal(err)
+	}
+	slot := uniqueName(t)
+	debeziumSlot(ctx, t, pool, slot)
+	_, brokers := testenv.Kafka(t)
+	content := strings.Replace(exampleConnector(pgURL, slot, ""), `"table.include.list" : "inventory.outboxevent"`,
+		`"table.include.list" : "inventory.outboxevent,inventory.invoiceevent"`, 1)
+	p := runDebeziumBinary(t, "c.json", content, "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+	waitSlotActive(ctx, t, pool, slot)
+	order := insertOutboxEvent(ctx, t, pool, 7)
+	invoice := "00000000-0000-4000-8000-000000000008"
+	if _, err := pool.Exec(ctx, `INSERT INTO inventory.invoiceevent VALUES ($1, 'Invoice', '3', 'InvoiceSent', '2019-05-03 13:31:34.484', '{"seq": 8}')`, invoice); err != nil {
+		t.Fatal(err)
+	}
+	recs := testenv.Consume(ctx, t, brokers, []string{"Order.events", "Invoice.events"}, 2)
+	if code := p.signal(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Fatalf("outboxrelay exited with %d", code)
+	}
+	want := map[string]struct{ topic, key, value string }{
+		order: {"Order.events", `{"schema":{"type":"string","optional":false},"payload":"2"}`,
+			`{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"seq\": 7}"}`},
+		invoice: {"Invoice.events", `{"schema":{"type":"string","optional":false},"payload":"3"}`,
+			`{"schema":{"type":"string","optional":true},"payload":"{\"seq\": 8}"}`},
+	}
+	for _, r := range recs {
+		w, ok := want[header(r, "id")]
+		if !ok {
+			t.Errorf("record with id %q on %s", header(r, "id"), r.Topic)
+			continue
+		}
+		delete(want, header(r, "id"))
+		if r.Topic != w.topic || string(r.Key) != w.key || string(r.Value) != w.value {
+			t.Errorf("record %s on %s\n key %s\nwant %s\n value %s\nwant %s", header(r, "id"), r.Topic, r.Key, w.key, r.Value, w.value)
+		}
+	}
+	for id := range want {
+		t.Errorf("event %s never reached Kafka", id)
+	}
+}

@@ -236,9 +236,6 @@ func (c *Config) Validate() error {
 	if len(c.Outbox.Tables) > 1 && c.Source == "poll" {
 		errs = append(errs, fmt.Errorf("outbox.tables: source poll relays one table; run one poller per table (outbox.table), or use source cdc"))
 	}
-	if len(c.Outbox.Tables) > 1 && c.Routing.Debezium.used() {
-		errs = append(errs, fmt.Errorf("outbox.tables: Debezium's record formats (routing.key_format and the other Debezium routing keys) take one table for now; run one relay per table (outbox.table)"))
-	}
 	sc := c.SinkConfig()
 	sc.SetDefaults()
 	if err := sc.Validate(); err != nil {

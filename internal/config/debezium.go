@@ -50,6 +50,7 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 	return &debezium.RouterConfig{
 		PostgresURL:              c.Postgres.URL,
 		Table:                    c.Outbox.Table,
+		Tables:                   c.Outbox.Tables,
 		Columns:                  c.Outbox.Columns,
 		TopicPrefix:              c.Routing.TopicPrefix,
 		Topic:                    c.Routing.Topic,
