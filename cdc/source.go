@@ -644,6 +644,9 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	if len(st.src.tables) > 1 {
 		e.Table = tbl.qualified
 	}
+	if inv, ok := e.Invalid.(*connector.EventError); ok {
+		st.src.explainMissing(inv, rel, tbl)
+	}
 	st.txnLastID = e.ID
 	st.batch = append(st.batch, e)
 	st.batchBytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
@@ -670,6 +673,28 @@ func (st *stream) ours(id uint32) (*pgoutput.Relation, *table, bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// explainMissing says, of an event whose routed column is not in the
+// table at all (renamed or dropped while the relay ran, which the
+// relation message announced), which column, which table, and the ways on.
+func (s *Source) explainMissing(inv *connector.EventError, rel *pgoutput.Relation, t *table) {
+	m := s.cfg.Columns
+	for _, name := range []string{m.ID, m.AggregateType, m.AggregateID} {
+		if !slices.ContainsFunc(rel.Columns, func(c pgoutput.Column) bool { return c.Name == name }) {
+			inv.Err = fmt.Errorf("outbox table %s has no column %q any more (renamed or dropped; it has %s): rename it back, or map the new name under outbox.columns and restart, or set kafka.dead_letter_topic to pass such rows there: %w",
+				t, name, relColumns(rel), inv.Err)
+			return
+		}
+	}
+}
+
+func relColumns(rel *pgoutput.Relation) string {
+	names := make([]string, len(rel.Columns))
+	for i, c := range rel.Columns {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // skip counts a change that is not an insert. Logging each one would flood

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"strings"
@@ -72,5 +73,61 @@ func TestCDCSeveralTables(t *testing.T) {
 	rep := c.check(t, rows, partitions)
 	if rep.duplicates != 0 {
 		t.Errorf("%d records repeated without any failure", rep.duplicates)
+	}
+}
+
+// Schema changes while the relay runs. A column added and the payload's
+// type changed take effect without a restart, every event as committed. A
+// routed column renamed stops the relay at the first event without it,
+// with an error naming the column, the table and the event, and the ways
+// on; nothing after it is published past it.
+func TestCDCSchemaChangesMidStream(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, cdcKind)
+	r := e.start(t, connector.RunnerConfig{}, sink.Config{})
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	w := workload{table: e.table, writers: 2, aggregates: 10, events: 200}
+	step := func(ddl string) {
+		t.Helper()
+		if ddl != "" {
+			if _, err := e.pool.Exec(ctx, ddl); err != nil {
+				t.Fatalf("%s: %v", ddl, err)
+			}
+		}
+		w.write(ctx, t, e.pool)
+		w.seqBase += 200 / 10
+		c.waitFor(t, readRows(ctx, t, e.pool, e.table), time.Minute)
+	}
+	step("")
+	step(`ALTER TABLE outbox ADD COLUMN note text DEFAULT 'added mid-stream'`)
+	step(`ALTER TABLE outbox ALTER COLUMN payload TYPE text`)
+	rows := readRows(ctx, t, e.pool, e.table)
+	c.settle(300 * time.Millisecond)
+	if rep := c.check(t, rows, partitions); rep.duplicates != 0 {
+		t.Errorf("%d records repeated across the schema changes", rep.duplicates)
+	}
+
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE outbox RENAME COLUMN aggregateid TO aggregate_id`); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := e.pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregate_id, type, payload) VALUES ('order', 'agg-0', 'T', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	err := r.wait(t, 30*time.Second)
+	var ee *connector.EventError
+	if !errors.As(err, &ee) || ee.EventID != id {
+		t.Fatalf("relay stopped with %v; want an error naming event %s", err, id)
+	}
+	for _, want := range []string{`outbox table public.outbox has no column "aggregateid" any more`, "aggregate_id", "outbox.columns", "kafka.dead_letter_topic"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	c.settle(300 * time.Millisecond)
+	for _, rec := range c.recs {
+		if header(rec, "id") == id {
+			t.Errorf("event %s, which lacks the aggregate id column, reached Kafka", id)
+		}
 	}
 }
