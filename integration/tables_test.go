@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +132,69 @@ func TestCDCSchemaChangesMidStream(t *testing.T) {
 			t.Errorf("event %s, which lacks the aggregate id column, reached Kafka", id)
 		}
 	}
+}
+
+// The poller with two outbox tables and two instances, one of them killed
+// mid-stream: each instance polls both tables, and every event reaches
+// its topic, each aggregate in order once repeats are dropped.
+func TestPollSeveralTablesTwoInstances(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	for _, schema := range []string{"sales", "billing"} {
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			t.Fatal(err)
+		}
+		createOutbox(t, pool, schema+".outbox")
+	}
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	file := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers,
+		"source: poll\noutbox:\n  tables: [sales.outbox, billing.outbox]\npoll:\n  interval: 100ms\n  batch_size: 500\n"))
+	ddl, err := exec.Command(binary(t), "poll-ddl", "--config", file).Output()
+	if err != nil {
+		t.Fatalf("outboxrelay poll-ddl: %v", err)
+	}
+	for _, want := range []string{`"sales"."outbox_dead_letter"`, `"billing"."outbox_dead_letter"`} {
+		if !strings.Contains(string(ddl), want) {
+			t.Fatalf("poll-ddl does not ready both tables (no %s):\n%s", want, ddl)
+		}
+	}
+	execSQL(t, url, string(ddl))
+
+	run := func() *proc { return startBinary(t, []string{"run", "--config", file}) }
+	p1, p2 := run(), run()
+	sales := workload{table: "sales.outbox", aggType: "sale", writers: 2, aggregates: 100, events: 10000, txnSize: 2}
+	billing := workload{table: "billing.outbox", aggType: "invoice", writers: 2, aggregates: 100, events: 10000, txnSize: 2}
+	done := billing.writeInBackground(ctx, t, pool)
+	written := sales.writeInBackground(ctx, t, pool)
+	c := newCollector(t, brokers, "outbox.event.sale", "outbox.event.invoice")
+	c.readAtLeast(ctx, t, 3000, time.Minute)
+	p1.signal(t, syscall.SIGKILL, 10*time.Second)
+	p1 = run()
+	<-done
+	<-written
+	rows := readRows(ctx, t, pool, "sales.outbox")
+	maps.Copy(rows, readRows(ctx, t, pool, "billing.outbox"))
+	if len(rows) != 20000 {
+		t.Fatalf("%d rows committed, want 20000", len(rows))
+	}
+	c.waitFor(t, rows, 2*time.Minute)
+	for i, p := range []*proc{p1, p2} {
+		if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+			t.Errorf("instance %d: exit code %d after SIGTERM, want 0", i+1, code)
+		}
+		for _, table := range []string{"table=sales.outbox", "table=billing.outbox"} {
+			if !strings.Contains(p.out.String(), "polling started") || !strings.Contains(p.out.String(), table) {
+				t.Errorf("instance %d did not poll %s:\n%s", i+1, table, p.out.String())
+			}
+		}
+	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	for _, table := range []string{"sales.outbox", "billing.outbox"} {
+		if left := countRows(t, pool, `SELECT count(*) FROM `+table+` WHERE published_at IS NULL`); left != 0 {
+			t.Errorf("%d rows of %s left unpublished", left, table)
+		}
+	}
+	t.Logf("%d records for %d events: %d repeated after SIGKILL", rep.records, len(rows), rep.duplicates)
 }

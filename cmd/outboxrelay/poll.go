@@ -33,11 +33,15 @@ func pollDDL(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pc := cfg.PollConfig()
-	pc.SetDefaults()
-	if err := pc.ValidateTable(); err != nil {
-		return err
+	for i, pc := range cfg.PollConfigs() {
+		pc.SetDefaults()
+		if err := pc.ValidateTable(); err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprint(stdout, poller.DDL(pc))
 	}
-	fmt.Fprint(stdout, poller.DDL(pc))
 	return nil
 }

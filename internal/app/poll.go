@@ -14,12 +14,20 @@ import (
 // stopped by an event that can never be published, should run again: the
 // poller counts such failures and, after poll.max_attempts, moves the row
 // to its dead-letter table, so running again is how the relay goes on.
+// With several outbox tables it polls each (poller.Sources).
 func newPoller(cfg *config.Config, log *slog.Logger) (src connector.Source, retry func(error) bool, err error) {
-	p, err := poller.New(cfg.PollConfig(), poller.WithLogger(log))
-	if err != nil {
-		return nil, nil, err
+	var ps poller.Sources
+	for _, pc := range cfg.PollConfigs() {
+		p, err := poller.New(pc, poller.WithLogger(log))
+		if err != nil {
+			return nil, nil, err
+		}
+		ps = append(ps, p)
 	}
-	return p, p.Retries, nil
+	if len(ps) == 1 {
+		return ps[0], ps[0].Retries, nil
+	}
+	return ps, ps.Retries, nil
 }
 
 // retryPause is the pause before running again after a counted failure.

@@ -60,7 +60,7 @@ func (p Postgres) Network() pgsql.Network {
 // Outbox is the outbox table.
 type Outbox struct {
 	Table   string              `yaml:"table" doc:"The outbox table, schema.table." default:"public.outbox"`
-	Tables  []string            `yaml:"tables" doc:"Several outbox tables, each schema.table (in the environment: comma-separated), relayed by source cdc from one slot and one publication with the same columns and routing; instead of outbox.table." default:"(none)"`
+	Tables  []string            `yaml:"tables" doc:"Several outbox tables, each schema.table (in the environment: comma-separated), relayed with the same columns and routing (source cdc: from one slot and one publication; source poll: each table polled, with its own dead-letter table); instead of outbox.table." default:"(none)"`
 	Columns connector.ColumnMap `yaml:"columns"`
 }
 
@@ -232,9 +232,6 @@ func (c *Config) Validate() error {
 	}
 	if checkPoll {
 		errs = append(errs, c.validatePoll())
-	}
-	if len(c.Outbox.Tables) > 1 && c.Source == "poll" {
-		errs = append(errs, fmt.Errorf("outbox.tables: source poll relays one table; run one poller per table (outbox.table), or use source cdc"))
 	}
 	sc := c.SinkConfig()
 	sc.SetDefaults()

@@ -160,7 +160,7 @@ func TestOutboxTables(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"outbox:\n  table: public.outbox\n  tables: [a.outbox, b.outbox]\n", "outbox.table (public.outbox) and outbox.tables (a.outbox, b.outbox) are both set"},
 		{"outbox:\n  tables: [a.outbox, a.outbox]\n", "a.outbox is listed twice"},
-		{"source: poll\noutbox:\n  tables: [a.outbox, b.outbox]\n", "source poll relays one table"},
+		{"source: poll\noutbox:\n  tables: [a.outbox, b.outbox]\npoll:\n  dead_letter_table: dl\n", "each has its own, <table>_dead_letter"},
 	} {
 		if _, err := Load(writeFile(t, base+tc.yaml), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.yaml, err, tc.want)

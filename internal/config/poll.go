@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/poller"
@@ -44,11 +46,28 @@ func (c *Config) PollConfig() poller.Config {
 	}
 }
 
-// validatePoll checks the poll section as the poller will.
+// PollConfigs are the polling sources' parts of c: one per outbox table.
+func (c *Config) PollConfigs() []poller.Config {
+	var pcs []poller.Config
+	for _, t := range c.Outbox.TableNames() {
+		pc := c.PollConfig()
+		pc.Table = t
+		pcs = append(pcs, pc)
+	}
+	return pcs
+}
+
+// validatePoll checks the poll section as the pollers will.
 func (c *Config) validatePoll() error {
-	pc := c.PollConfig()
-	pc.SetDefaults()
-	return pc.Validate()
+	var errs []error
+	if len(c.Outbox.Tables) > 1 && c.Poll.DeadLetterTable != "" {
+		errs = append(errs, fmt.Errorf("poll.dead_letter_table: with several outbox tables each has its own, <table>_dead_letter; leave it unset"))
+	}
+	for _, pc := range c.PollConfigs() {
+		pc.SetDefaults()
+		errs = append(errs, pc.Validate())
+	}
+	return errors.Join(errs...)
 }
 
 // Read reads the file at path (none when path is empty) and the

@@ -1,0 +1,102 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// Sources are pollers of several outbox tables run as one
+// [connector.Source] (outbox.tables): each claims from its own table, with
+// its own connections, bucket locks and dead-letter table, and their
+// batches share the runner and the sink. Each table's events keep their
+// order; the tables' batches interleave.
+type Sources []*Source
+
+var _ connector.Source = Sources(nil)
+
+// Run runs every poller until ctx ends or one fails; a failure stops the
+// others, and Run returns the first.
+func (ss Sources) Run(ctx context.Context, out chan<- connector.Batch) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(ss))
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() {
+			err := s.Run(ctx, out)
+			if err != nil {
+				stop()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var first error
+	for err := range errs {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Retries reports whether one of the pollers counts err's event as a
+// failed attempt (see [Source.Retries]).
+func (ss Sources) Retries(err error) bool {
+	for _, s := range ss {
+		if s.Retries(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// Delivered is the sum of the pollers' [Source.Delivered].
+func (ss Sources) Delivered() int64 {
+	var n int64
+	for _, s := range ss {
+		n += s.Delivered()
+	}
+	return n
+}
+
+// DeadLettered is the sum of the pollers' [Source.DeadLettered].
+func (ss Sources) DeadLettered() int64 {
+	var n int64
+	for _, s := range ss {
+		n += s.DeadLettered()
+	}
+	return n
+}
+
+// Streaming reports whether every poller is claiming.
+func (ss Sources) Streaming() (streaming, standby bool) {
+	for _, s := range ss {
+		if on, _ := s.Streaming(); !on {
+			return false, false
+		}
+	}
+	return len(ss) > 0, false
+}
+
+// Backlog adds up the tables' backlogs; oldest is the oldest of them.
+func (ss Sources) Backlog(ctx context.Context) (events int64, oldest time.Time, err error) {
+	var errs []error
+	for _, s := range ss {
+		n, o, err := s.Backlog(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		events += n
+		if !o.IsZero() && (oldest.IsZero() || o.Before(oldest)) {
+			oldest = o
+		}
+	}
+	return events, oldest, errors.Join(errs...)
+}
