@@ -13,11 +13,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
-// errSeveralTables refuses outbox.tables in a command that takes one table.
-func errSeveralTables(cmd string) error {
-	return fmt.Errorf("%s takes one outbox table for now, and the configuration lists several (outbox.tables): run it once per table with OUTBOXRELAY_OUTBOX_TABLES=<schema.table> in the environment", cmd)
-}
-
 // errCheckFailed makes the process exit non-zero after a report with a
 // failure; the report itself has said what failed.
 var errCheckFailed = errors.New("check failed: see the FAIL lines and their fixes above")
@@ -47,21 +42,29 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return configProblems(err)
 	}
-	if len(cfg.Outbox.Tables) > 1 {
-		return errSeveralTables("check")
+	// With several outbox tables (outbox.tables), a report per table,
+	// one after the other (with --json, one JSON object each).
+	failed := false
+	for i, name := range cfg.Outbox.TableNames() {
+		one := *cfg
+		one.Outbox.Table, one.Outbox.Tables = name, nil
+		report := check.Run(ctx, &one, check.WithTimeout(*timeout))
+		if *asJSON {
+			err = report.WriteJSON(stdout)
+		} else {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "outboxrelay check: source %s, table %s, postgres %s, kafka %s\n\n",
+				one.Source, name, config.RedactConnString(one.Postgres.URL), strings.Join(one.Kafka.Brokers, ","))
+			err = report.WriteTable(stdout)
+		}
+		if err != nil {
+			return err
+		}
+		failed = failed || report.Failed()
 	}
-	report := check.Run(ctx, cfg, check.WithTimeout(*timeout))
-	if *asJSON {
-		err = report.WriteJSON(stdout)
-	} else {
-		fmt.Fprintf(stdout, "outboxrelay check: source %s, table %s, postgres %s, kafka %s\n\n",
-			cfg.Source, cfg.Outbox.Table, config.RedactConnString(cfg.Postgres.URL), strings.Join(cfg.Kafka.Brokers, ","))
-		err = report.WriteTable(stdout)
-	}
-	if err != nil {
-		return err
-	}
-	if report.Failed() {
+	if failed {
 		return errCheckFailed
 	}
 	return nil

@@ -57,19 +57,27 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("postgres.url: cannot parse the connection string (%s)", config.RedactConnString(cfg.Postgres.URL))
 	}
-	opts, err := initOptions(cfg, pc, *role, *noSlot)
-	if err != nil {
-		return err
-	}
+	verifier := ""
 	if !*noPassword && pc.Password != "" {
-		if opts.RoleVerifier, err = initsql.ScramVerifier(pc.Password); err != nil {
+		if verifier, err = initsql.ScramVerifier(pc.Password); err != nil {
 			fmt.Fprintf(stderr, "outboxrelay init: not setting the role's password: %v\n", err)
 		}
 	}
-	script, err := initsql.Build(opts)
-	if err != nil {
-		return err
+	// One script per outbox table (outbox.tables), each statement once.
+	var scripts []initsql.Script
+	for i, name := range cfg.Outbox.TableNames() {
+		opts, err := initOptions(cfg, pc, *role, *noSlot, name, cfg.PollConfigs()[i])
+		if err != nil {
+			return err
+		}
+		opts.RoleVerifier = verifier
+		s, err := initsql.Build(opts)
+		if err != nil {
+			return err
+		}
+		scripts = append(scripts, s)
 	}
+	script := initsql.Merge(scripts...)
 	fmt.Fprint(stdout, script)
 	if !*apply {
 		return nil
@@ -104,12 +112,10 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// initOptions turns the configuration into what initsql needs.
-func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool) (initsql.Options, error) {
-	if len(cfg.Outbox.Tables) > 1 {
-		return initsql.Options{}, errSeveralTables("init")
-	}
-	schema, table, err := cdc.SplitTable(cfg.Outbox.Table)
+// initOptions turns the configuration into what initsql needs, for the
+// outbox table name and its poller configuration pcfg.
+func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool, name string, pcfg poller.Config) (initsql.Options, error) {
+	schema, table, err := cdc.SplitTable(name)
 	if err != nil {
 		return initsql.Options{}, err
 	}
@@ -129,7 +135,6 @@ func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool
 			o.Slot = cc.Slot
 		}
 	case "poll":
-		pcfg := cfg.PollConfig()
 		pcfg.SetDefaults()
 		if err := pcfg.ValidateTable(); err != nil {
 			return initsql.Options{}, err

@@ -147,6 +147,33 @@ func Build(o Options) (Script, error) {
 	return s, nil
 }
 
+// Merge joins the scripts of several outbox tables into one: the first's
+// header, then each statement once, in order. The tables' scripts share
+// the role, its grants and the slot; each adds its table, and the
+// publication block adds each table to the publication the first made.
+func Merge(scripts ...Script) Script {
+	if len(scripts) == 0 {
+		return Script{}
+	}
+	out := Script{Header: scripts[0].Header}
+	seen := map[string]bool{}
+	for _, s := range scripts {
+		for _, st := range s.Tx {
+			if !seen[st.SQL] {
+				seen[st.SQL] = true
+				out.Tx = append(out.Tx, st)
+			}
+		}
+		for _, st := range s.After {
+			if !seen[st.SQL] {
+				seen[st.SQL] = true
+				out.After = append(out.After, st)
+			}
+		}
+	}
+	return out
+}
+
 func (o *Options) validate() error {
 	var errs []error
 	check := func(what, name string) {
