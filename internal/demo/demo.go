@@ -21,27 +21,34 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/localpg"
 )
 
-// Schema is a Debezium-style outbox table.
+// Schema is two Debezium-style outbox tables, one per module, which one
+// relay reads from one slot (outbox.tables).
 const Schema = `CREATE TABLE public.outbox (
 	id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
 	aggregatetype varchar(255) NOT NULL,
 	aggregateid   varchar(255) NOT NULL,
 	type          varchar(255) NOT NULL,
 	payload       jsonb
-)`
+);
+CREATE SCHEMA billing;
+CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL)`
 
-type sample struct{ aggType, aggID, typ, payload string }
+// tables are the demo's outbox tables.
+var tables = []string{"public.outbox", "billing.outbox"}
+
+type sample struct{ table, aggType, aggID, typ, payload string }
 
 // The samples, one slice a transaction.
 var samples = [][]sample{
-	{{"order", "1001", "OrderCreated", `{"order": 1001, "customer": 42, "total": 99.5}`}},
-	{{"customer", "42", "CustomerUpdated", `{"customer": 42, "email": "ada@example.com"}`}},
-	{ // one transaction, several events sharing its commit LSN
-		{"order", "1001", "OrderPaid", `{"order": 1001, "amount": 99.5}`},
-		{"order", "1002", "OrderCreated", `{"order": 1002, "customer": 7, "total": 12}`},
-		{"order", "1001", "OrderShipped", `{"order": 1001, "carrier": "DHL"}`},
+	{{"public.outbox", "order", "1001", "OrderCreated", `{"order": 1001, "customer": 42, "total": 99.5}`}},
+	{{"public.outbox", "customer", "42", "CustomerUpdated", `{"customer": 42, "email": "ada@example.com"}`}},
+	{ // one transaction, several events sharing its commit LSN, in both tables
+		{"public.outbox", "order", "1001", "OrderPaid", `{"order": 1001, "amount": 99.5}`},
+		{"billing.outbox", "invoice", "5001", "InvoicePaid", `{"invoice": 5001, "order": 1001, "amount": 99.5}`},
+		{"public.outbox", "order", "1002", "OrderCreated", `{"order": 1002, "customer": 7, "total": 12}`},
+		{"public.outbox", "order", "1001", "OrderShipped", `{"order": 1001, "carrier": "DHL"}`},
 	},
-	{{"customer", "7", "CustomerCreated", `{"customer": 7, "name": "Grace"}`}},
+	{{"public.outbox", "customer", "7", "CustomerCreated", `{"customer": 7, "name": "Grace"}`}},
 }
 
 // Run runs the demo, printing the records to out and the relay's log to logw.
@@ -77,12 +84,13 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, Schema); err != nil {
-		return fmt.Errorf("create the outbox table: %w", err)
+		return fmt.Errorf("create the outbox tables: %w", err)
 	}
 
 	cfg, err := config.Load("", []string{
 		config.EnvName("postgres.url") + "=" + dbURL,
 		config.EnvName("kafka.brokers") + "=" + strings.Join(broker.ListenAddrs(), ","),
+		config.EnvName("outbox.tables") + "=" + strings.Join(tables, ","),
 		// Any free port: the demo must not fail because 8080 is taken.
 		config.EnvName("http.listen") + "=127.0.0.1:0",
 	})
@@ -104,7 +112,7 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 		stopRelay()
 		return errors.Join(err, <-relayed)
 	}
-	fmt.Fprintf(out, "committed %d outbox events in %d transactions; relayed records:\n\n", n, len(samples))
+	fmt.Fprintf(out, "committed %d outbox events in %d transactions, to %s; relayed records:\n\n", n, len(samples), strings.Join(tables, " and "))
 
 	readErr := printRecords(ctx, out, broker.ListenAddrs(), n)
 	stopRelay()
@@ -140,7 +148,8 @@ func commitSamples(ctx context.Context, conn *pgx.Conn) (int, error) {
 	for _, txn := range samples {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			for _, s := range txn {
-				if _, err := tx.Exec(ctx, `INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4)`,
+				schema, table, _ := strings.Cut(s.table, ".")
+				if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4)`, pgx.Identifier{schema, table}.Sanitize()),
 					s.aggType, s.aggID, s.typ, s.payload); err != nil {
 					return err
 				}
@@ -157,7 +166,7 @@ func commitSamples(ctx context.Context, conn *pgx.Conn) (int, error) {
 
 func printRecords(ctx context.Context, out io.Writer, brokers []string, n int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics("outbox.event.order", "outbox.event.customer"),
+		kgo.ConsumeTopics("outbox.event.order", "outbox.event.customer", "outbox.event.invoice"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.WithLogger(nil))
 	if err != nil {
