@@ -62,9 +62,7 @@ func testBackfill(t *testing.T, recreate bool, env ...string) {
 	}
 
 	// The slot goes while the relay is stopped; events keep coming.
-	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
-		t.Fatal(err)
-	}
+	dropStoppedSlot(ctx, t, pool, name)
 	w.seqBase = 2000 / 40
 	w.write(ctx, t, pool)
 	gap := map[string]row{}
@@ -165,9 +163,7 @@ func TestBackfillByCommitTimestamp(t *testing.T) {
 	w := workload{table: e.table, writers: 2, aggregates: 20, events: 1000, txnSize: 5}
 	e.relayAndStop(ctx, t, c, w)
 	before := readRows(ctx, t, e.pool, e.table)
-	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
-		t.Fatal(err)
-	}
+	dropStoppedSlot(ctx, t, e.pool, e.name)
 	w.seqBase = 1000 / 20
 	w.write(ctx, t, e.pool)
 	rows := readRows(ctx, t, e.pool, e.table)
@@ -222,9 +218,7 @@ func TestBackfillInterrupted(t *testing.T) {
 	c := newCollector(t, e.brokers, "outbox.event.order")
 	w := workload{table: e.table, writers: 2, aggregates: 20, events: 200, txnSize: 5}
 	e.relayAndStop(ctx, t, c, w)
-	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
-		t.Fatal(err)
-	}
+	dropStoppedSlot(ctx, t, e.pool, e.name)
 	w.seqBase, w.events = 200/20, 6000
 	w.write(ctx, t, e.pool)
 	rows := readRows(ctx, t, e.pool, e.table)

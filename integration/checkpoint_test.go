@@ -139,9 +139,7 @@ func TestCDCCheckpointSlotDroppedWhileStopped(t *testing.T) {
 			cp := e.relayAndStop(ctx, t, c, w)
 			before := readRows(ctx, t, e.pool, e.table)
 
-			if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
-				t.Fatal(err)
-			}
+			dropStoppedSlot(ctx, t, e.pool, e.name)
 			w.seqBase = 200 / 10
 			w.write(ctx, t, e.pool)
 			gap := map[string]row{}
@@ -213,9 +211,7 @@ func TestCDCCheckpointSlotRecreatedAhead(t *testing.T) {
 	cp := e.relayAndStop(ctx, t, c, w)
 	before := readRows(ctx, t, e.pool, e.table)
 
-	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
-		t.Fatal(err)
-	}
+	dropStoppedSlot(ctx, t, e.pool, e.name)
 	w.seqBase = 50 / 5
 	w.write(ctx, t, e.pool)
 	gap := readRows(ctx, t, e.pool, e.table)
@@ -399,9 +395,7 @@ func TestCDCSlotLostHoldsNotReady(t *testing.T) {
 	workload{table: e.table, writers: 1, aggregates: 5, events: 50}.write(ctx, t, e.pool)
 	c.waitFor(t, readRows(ctx, t, e.pool, e.table), time.Minute)
 	a.stop(t)
-	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.name); err != nil {
-		t.Fatal(err)
-	}
+	dropStoppedSlot(ctx, t, e.pool, e.name)
 
 	a = launchApp(t, env)
 	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, time.Minute, "relaying stopped", "is gone")

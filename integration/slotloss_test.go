@@ -38,6 +38,24 @@ func dropSlotUnderRelay(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s
 	}
 }
 
+// dropStoppedSlot drops the slot of a relay that was just stopped. Its
+// walsender may still be on its way out, holding the slot for a moment:
+// the drop is repeated while the server says the slot is in use.
+func dropStoppedSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
+		var pe *pgconn.PgError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &pe) || pe.Code != pgerrcode.ObjectInUse || time.Now().After(deadline) {
+			t.Fatalf("drop slot %s: %v", slot, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestCDCSlotDroppedWhileRunning drops the slot under a running relay and
 // commits more events. By default the relay must not carry on from a new
 // slot past the gap: it stops with an error that names the slot, says what
