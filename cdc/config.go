@@ -28,6 +28,9 @@ type Config struct {
 	Tables []string
 	// Columns names the outbox columns. Default Debezium's names.
 	Columns connector.ColumnMap
+	// TableColumns are the columns of those of Tables whose differ from
+	// Columns, by schema.table.
+	TableColumns map[string]connector.ColumnMap
 	// Slot is the logical replication slot, created when missing.
 	// Default "outboxrelay".
 	Slot string `yaml:"slot"`
@@ -161,6 +164,11 @@ func (c *Config) Validate() error {
 	if err := c.Columns.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	for name, m := range c.TableColumns {
+		if err := m.WithDefaults().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
 	if !slotName.MatchString(c.Slot) {
 		errs = append(errs, fmt.Errorf("cdc.slot: %q is not a valid slot name; use 1 to 63 lower-case letters, digits and underscores", c.Slot))
 	}
@@ -203,7 +211,10 @@ func (c *Config) tableNames() []string {
 }
 
 // table is an outbox table; qualified is schema.name.
-type table struct{ schema, name, qualified string }
+type table struct {
+	schema, name, qualified string
+	columns                 connector.ColumnMap
+}
 
 // ident is the table's name quoted for SQL.
 func (t table) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }

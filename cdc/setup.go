@@ -199,7 +199,7 @@ func (s *Source) checkTableColumns(ctx context.Context, conn *pgx.Conn, t table)
 		return connector.Permanent(fmt.Errorf("outbox table %s does not exist, or the role cannot see it (create it, or set outbox.table)", t))
 	}
 	var missing []string
-	m := s.cfg.Columns
+	m := t.columns
 	for _, c := range []string{m.ID, m.AggregateType, m.AggregateID} {
 		if !slices.Contains(cols, c) {
 			missing = append(missing, fmt.Sprintf("%q", c))

@@ -183,7 +183,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 			origin = "backfill of " + t.String()
 		}
 		if err := s.readTable(ctx, tx, t, job.filters[t], func(row []connector.Column) error {
-			e := s.cfg.Columns.NewEvent(row, now, origin)
+			e := t.columns.NewEvent(row, now, origin)
 			if len(s.tables) > 1 {
 				e.Table = t.qualified
 			}

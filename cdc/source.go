@@ -114,7 +114,11 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 	s := &Source{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 	for _, name := range cfg.tableNames() {
 		schema, name, _ := SplitTable(name)
-		s.tables = append(s.tables, table{schema, name, schema + "." + name})
+		t := table{schema: schema, name: name, qualified: schema + "." + name, columns: cfg.Columns}
+		if m, ok := cfg.TableColumns[t.qualified]; ok {
+			t.columns = m.WithDefaults()
+		}
+		s.tables = append(s.tables, t)
 	}
 	for _, o := range opts {
 		o(s)
@@ -639,7 +643,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	default:
 		// NewEvent copies what it keeps of cols, so cols is reused.
 		st.cols = cols
-		e = st.src.cfg.Columns.NewEvent(cols, st.commitTime, st.origin)
+		e = tbl.columns.NewEvent(cols, st.commitTime, st.origin)
 	}
 	if len(st.src.tables) > 1 {
 		e.Table = tbl.qualified
@@ -679,7 +683,7 @@ func (st *stream) ours(id uint32) (*pgoutput.Relation, *table, bool) {
 // table at all (renamed or dropped while the relay ran, which the
 // relation message announced), which column, which table, and the ways on.
 func (s *Source) explainMissing(inv *connector.EventError, rel *pgoutput.Relation, t *table) {
-	m := s.cfg.Columns
+	m := t.columns
 	for _, name := range []string{m.ID, m.AggregateType, m.AggregateID} {
 		if !slices.ContainsFunc(rel.Columns, func(c pgoutput.Column) bool { return c.Name == name }) {
 			inv.Err = fmt.Errorf("outbox table %s has no column %q any more (renamed or dropped; it has %s): rename it back, or map the new name under outbox.columns and restart, or set kafka.dead_letter_topic to pass such rows there: %w",

@@ -173,3 +173,22 @@ func validTopicChars(s string) error {
 	}
 	return nil
 }
+
+// TableRouter routes each event with the router of its outbox table
+// (Event.Table), and the events of any other table with Default.
+type TableRouter struct {
+	Default Router
+	Tables  map[string]Router
+}
+
+// Route implements [Router].
+func (t TableRouter) Route(e *Event) (Message, error) {
+	if r, ok := t.Tables[e.Table]; ok {
+		return r.Route(e)
+	}
+	return t.Default.Route(e)
+}
+
+// NewRouting is the router that routes as r says (with its defaults),
+// keeping each aggregate type's topic name once made.
+func NewRouting(r Routing) Router { return newCachedRouting(r.WithDefaults()) }

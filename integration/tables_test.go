@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os/exec"
@@ -197,4 +198,98 @@ func TestPollSeveralTablesTwoInstances(t *testing.T) {
 		}
 	}
 	t.Logf("%d records for %d events: %d repeated after SIGKILL", rep.records, len(rows), rep.duplicates)
+}
+
+// An outbox table with its own columns and routing among outbox.tables:
+// billing.outbox names its aggregate id account_id and routes to
+// billing.<type> with a type header, while sales.outbox keeps the
+// defaults; with either source, every event is on its table's topic,
+// keyed by its table's aggregate id column.
+func TestSeveralTablesOwnColumnsAndRouting(t *testing.T) {
+	for _, source := range []string{"cdc", "poll"} {
+		t.Run(source, func(t *testing.T) {
+			ctx := context.Background()
+			url := testenv.Postgres(t)
+			pool := connectPool(t, url)
+			createOutbox(t, pool, "outbox")
+			for _, sql := range []string{"CREATE SCHEMA billing", strings.Replace(fmt.Sprintf(outboxDDL, "billing.outbox"), "aggregateid", "account_id", 1)} {
+				if _, err := pool.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+			name := uniqueName(t)
+			extra := fmt.Sprintf(`source: %s
+cdc:
+  slot: %s
+  publication: %s
+poll:
+  interval: 100ms
+outbox:
+  tables:
+    - public.outbox
+    - name: billing.outbox
+      columns: {aggregateid: account_id}
+      routing: {topic_prefix: billing., type_header: eventType}
+`, source, name, name)
+			file := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, extra))
+			if source == "poll" {
+				ddl, err := exec.Command(binary(t), "poll-ddl", "--config", file).Output()
+				if err != nil {
+					t.Fatalf("outboxrelay poll-ddl: %v", err)
+				}
+				execSQL(t, url, string(ddl))
+			}
+			p := startBinary(t, []string{"run", "--config", file})
+			if source == "cdc" {
+				waitSlotActive(ctx, t, pool, name)
+			}
+			sales := workload{table: "outbox", aggType: "sale", writers: 1, aggregates: 10, events: 200, txnSize: 2}
+			sales.write(ctx, t, pool)
+			invoices := map[string]string{} // id -> account
+			seq := map[string]int{}
+			for i := range 200 {
+				account := fmt.Sprintf("acct-%d", i%10)
+				seq[account]++
+				var id string
+				if err := pool.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, account_id, type, payload) VALUES ('invoice', $1, 'InvoiceSent', $2) RETURNING id::text`,
+					account, fmt.Sprintf(`{"seq": %d}`, seq[account])).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				invoices[id] = account
+			}
+			rows := readRows(ctx, t, pool, "outbox")
+			c := newCollector(t, brokers, "outbox.event.sale")
+			c.waitFor(t, rows, time.Minute)
+			recs := testenv.Consume(ctx, t, brokers, []string{"billing.invoice"}, len(invoices))
+			if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+				t.Errorf("exit code %d after SIGTERM", code)
+			}
+			c.settle(300 * time.Millisecond)
+			c.check(t, rows, partitions)
+			last := map[string]int{}
+			for _, r := range recs {
+				id := header(r, "id")
+				account, ok := invoices[id]
+				if !ok {
+					t.Errorf("record %s on %s is no billing row", id, r.Topic)
+					continue
+				}
+				if string(r.Key) != account || header(r, "eventType") != "InvoiceSent" {
+					t.Errorf("billing event %s: key %q, eventType %q; want key %q (account_id) and eventType InvoiceSent", id, r.Key, header(r, "eventType"), account)
+				}
+				n := payloadSeq(t, string(r.Value))
+				if n != last[account]+1 {
+					t.Errorf("account %s: event %d follows %d", account, n, last[account])
+				}
+				last[account] = n
+			}
+			for _, rec := range c.recs {
+				if header(rec, "eventType") != "" {
+					t.Errorf("a sales record has the billing table's type header")
+					break
+				}
+			}
+		})
+	}
 }

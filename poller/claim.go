@@ -221,7 +221,9 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 		if us, err := strconv.ParseInt(string(vals[nc+1]), 10, 64); err == nil {
 			at = time.UnixMicro(us)
 		}
-		events = append(events, s.cfg.Columns.NewEvent(cols, at, origin))
+		e := s.cfg.Columns.NewEvent(cols, at, origin)
+		e.Table = s.qualified
+		events = append(events, e)
 		tids = append(tids, string(vals[nc]))
 		if attempts > 0 {
 			cut = true

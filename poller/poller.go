@@ -29,6 +29,8 @@ type Source struct {
 	// running instance holds (memberKey, Buckets) shared. Both come from
 	// the table's name, so pollers of different tables never meet.
 	bucketKey, memberKey int32
+	// qualified is the table as schema.table, which its events name.
+	qualified string
 
 	delivered    atomic.Int64
 	deadLettered atomic.Int64
@@ -58,8 +60,10 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 		return nil, err
 	}
 	n := newSQLNames(&cfg)
+	schema, table, _ := splitTable(cfg.Table) // validated above
 	s := &Source{
-		cfg: cfg, n: n, log: slog.New(slog.DiscardHandler),
+		qualified: schema + "." + table,
+		cfg:       cfg, n: n, log: slog.New(slog.DiscardHandler),
 		bucketKey: lockKey("outboxrelay poll bucket " + n.tbl),
 		memberKey: lockKey("outboxrelay poll member " + n.tbl),
 	}

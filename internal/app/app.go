@@ -99,6 +99,14 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		return err
 	}
 	runOpts := []connector.Option{connector.WithLogger(log.With("component", "runner"))}
+	if trs := cfg.TableRoutings(); trs != nil {
+		// outbox.tables with a table that routes its own way.
+		tr := connector.TableRouter{Default: connector.NewRouting(cfg.RunnerConfig().Routing), Tables: map[string]connector.Router{}}
+		for name, r := range trs {
+			tr.Tables[name] = connector.NewRouting(r)
+		}
+		runOpts = append(runOpts, connector.WithRouter(tr))
+	}
 	if rc := cfg.DebeziumRouter(); rc != nil {
 		rt, err := debezium.NewRouter(*rc, debezium.WithLogger(log))
 		if err != nil {

@@ -60,16 +60,28 @@ func (p Postgres) Network() pgsql.Network {
 // Outbox is the outbox table.
 type Outbox struct {
 	Table   string              `yaml:"table" doc:"The outbox table, schema.table." default:"public.outbox"`
-	Tables  []string            `yaml:"tables" doc:"Several outbox tables, each schema.table (in the environment: comma-separated), relayed with the same columns and routing (source cdc: from one slot and one publication; source poll: each table polled, with its own dead-letter table); instead of outbox.table." default:"(none)"`
+	Tables  []OutboxTable       `yaml:"tables" doc:"Several outbox tables, instead of outbox.table: each schema.table, or {name, columns, routing} with the columns and routing (topic_prefix, topic, type_header) in which it differs (in the environment: the names, comma-separated). Source cdc reads them from one slot and one publication; source poll polls each, with its own dead-letter table." default:"(none)"`
 	Columns connector.ColumnMap `yaml:"columns"`
+}
+
+// tableNames are the names in outbox.tables; nil when it is empty.
+func (o Outbox) tableNames() []string {
+	if len(o.Tables) == 0 {
+		return nil
+	}
+	return o.TableNames()
 }
 
 // TableNames are the outbox tables: outbox.tables, or outbox.table.
 func (o Outbox) TableNames() []string {
-	if len(o.Tables) > 0 {
-		return o.Tables
+	if len(o.Tables) == 0 {
+		return []string{o.Table}
 	}
-	return []string{o.Table}
+	names := make([]string, len(o.Tables))
+	for i, t := range o.Tables {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // CDC is the logical replication source.
@@ -192,9 +204,9 @@ func (c *Config) setDefaults() {
 	if c.Source == "" {
 		c.Source = "cdc"
 	}
-	if len(c.Outbox.Tables) == 1 && c.Outbox.Table == "" {
+	if len(c.Outbox.Tables) == 1 && c.Outbox.Table == "" && !c.Outbox.Tables[0].overrides() {
 		// One table in the list is outbox.table.
-		c.Outbox.Table, c.Outbox.Tables = c.Outbox.Tables[0], nil
+		c.Outbox.Table, c.Outbox.Tables = c.Outbox.Tables[0].Name, nil
 	}
 	if c.Outbox.Table == "" && len(c.Outbox.Tables) == 0 {
 		c.Outbox.Table = "public.outbox"
@@ -253,6 +265,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("kafka.delivery: %q is neither %s nor %s", c.Kafka.Delivery, AtLeastOnce, ExactlyOnce))
 	}
 	errs = append(errs, c.validateNames()...)
+	errs = append(errs, c.validateTables()...)
 	if err := c.validateDebezium(); err != nil {
 		errs = append(errs, err)
 	}
@@ -281,7 +294,8 @@ func (c *Config) CDCConfig() cdc.Config {
 	return cdc.Config{
 		URL:                c.Postgres.URL,
 		Table:              c.Outbox.Table,
-		Tables:             c.Outbox.Tables,
+		Tables:             c.Outbox.tableNames(),
+		TableColumns:       c.TableColumns(),
 		Columns:            c.Outbox.Columns,
 		Slot:               c.CDC.Slot,
 		Publication:        c.CDC.Publication,

@@ -167,3 +167,49 @@ func TestOutboxTables(t *testing.T) {
 		}
 	}
 }
+
+func TestOutboxTableOverrides(t *testing.T) {
+	const base = "postgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [kafka:9092]\n"
+	c, err := Load(writeFile(t, base+`outbox:
+  columns: {payload: body}
+  tables:
+    - sales.outbox
+    - name: billing.outbox
+      columns: {aggregateid: account_id}
+      routing: {topic_prefix: billing., type_header: eventType}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Outbox.TableNames(), "|"); got != "sales.outbox|billing.outbox" {
+		t.Errorf("table names %q", got)
+	}
+	cols := c.CDCConfig().TableColumns
+	if len(cols) != 1 || cols["billing.outbox"].AggregateID != "account_id" || cols["billing.outbox"].Payload != "body" {
+		t.Errorf("per-table columns %+v; want billing.outbox's aggregate id account_id over outbox.columns", cols)
+	}
+	if pcs := c.PollConfigs(); pcs[0].Columns.AggregateID != "" || pcs[1].Columns.AggregateID != "account_id" {
+		t.Errorf("poll configs' columns %+v, %+v", pcs[0].Columns, pcs[1].Columns)
+	}
+	rs := c.TableRoutings()
+	if len(rs) != 1 || rs["billing.outbox"].TopicPrefix != "billing." || rs["billing.outbox"].TypeHeader != "eventType" {
+		t.Errorf("per-table routing %+v", rs)
+	}
+	dump, err := c.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dump), "- sales.outbox") || !strings.Contains(string(dump), "name: billing.outbox") {
+		t.Errorf("config-dump does not write the entries back as given:\n%s", dump)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"outbox:\n  tables:\n    - name: a.outbox\n      colums: {id: x}\n    - b.outbox\n", "field colums not found"},
+		{"outbox:\n  tables:\n    - name: a.outbox\n      columns: {id: aggregateid}\n    - b.outbox\n", "a.outbox: outbox.columns: column \"aggregateid\" is mapped as both"},
+		{"outbox:\n  tables:\n    - name: a.outbox\n      routing: {topic: \"bad topic\"}\n    - b.outbox\n", "a.outbox: routing"},
+		{"outbox:\n  tables:\n    - name: a.outbox\n      routing: {topic_prefix: x.}\n    - b.outbox\nrouting:\n  value_format: json\n", "do not take per table"},
+	} {
+		if _, err := Load(writeFile(t, base+tc.yaml), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -50,7 +50,7 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 	return &debezium.RouterConfig{
 		PostgresURL:              c.Postgres.URL,
 		Table:                    c.Outbox.Table,
-		Tables:                   c.Outbox.Tables,
+		Tables:                   c.Outbox.tableNames(),
 		Columns:                  c.Outbox.Columns,
 		TopicPrefix:              c.Routing.TopicPrefix,
 		Topic:                    c.Routing.Topic,

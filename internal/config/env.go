@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -105,7 +106,22 @@ func setString(v reflect.Value, s string) error {
 				items = append(items, item)
 			}
 		}
-		v.Set(reflect.ValueOf(items))
+		if v.Type().Elem().Kind() == reflect.String {
+			v.Set(reflect.ValueOf(items))
+			return nil
+		}
+		// Entries that read themselves from text (outbox.tables).
+		out := reflect.MakeSlice(v.Type(), len(items), len(items))
+		for i, item := range items {
+			tu, ok := out.Index(i).Addr().Interface().(encoding.TextUnmarshaler)
+			if !ok {
+				return fmt.Errorf("unsupported type %s", v.Type())
+			}
+			if err := tu.UnmarshalText([]byte(item)); err != nil {
+				return err
+			}
+		}
+		v.Set(out)
 	default:
 		return fmt.Errorf("unsupported type %s", v.Type())
 	}
