@@ -87,6 +87,11 @@ type Config struct {
 	// on the standby). Default true where the server supports it; ignored
 	// before 17.
 	FailoverSlot *bool `yaml:"failover_slot"`
+	// TakeoverAfter, when set, lets a standby end the session holding the
+	// slot once the server has heard nothing from its client for this
+	// long (pg_stat_replication.reply_time), rather than wait for the
+	// server's wal_sender_timeout. 0: off.
+	TakeoverAfter time.Duration `yaml:"takeover_after"`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network
 }
@@ -192,6 +197,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot != SnapshotNever && c.Snapshot != SnapshotInitial {
 		errs = append(errs, fmt.Errorf("cdc.snapshot: %q is neither %q nor %q", c.Snapshot, SnapshotNever, SnapshotInitial))
+	}
+	if c.TakeoverAfter < 0 || (c.TakeoverAfter > 0 && c.TakeoverAfter <= 2*c.StatusInterval) {
+		errs = append(errs, fmt.Errorf("cdc.takeover_after (%s) must be 0 (off) or longer than twice cdc.status_interval (%s): a live relay answers the server only once per status interval", c.TakeoverAfter, c.StatusInterval))
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))

@@ -162,6 +162,9 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 				"slot", s.cfg.Slot, "holder_pid", *pid, "check_every", slotPollInterval.String(),
 				"hint", "if it is this relay's own session on a dead connection, the server ends it after wal_sender_timeout")
 		}
+		if s.cfg.TakeoverAfter > 0 {
+			s.endSilentHolder(ctx, conn, *pid)
+		}
 		s.state.Store(int32(stateStandby))
 		if err := sleep(ctx, slotPollInterval); err != nil {
 			return false, err
@@ -171,6 +174,38 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 
 // checkColumns checks that every outbox table exists with the columns
 // routing needs.
+// endSilentHolder ends the session holding the slot when the server has
+// heard nothing from its client for cdc.takeover_after: a relay frozen or
+// cut off, whose session the server would otherwise keep until its
+// wal_sender_timeout. A live client answers at least once a status
+// interval. Ending it needs the same role or pg_signal_backend; without,
+// the standby says so once and waits.
+func (s *Source) endSilentHolder(ctx context.Context, conn *pgx.Conn, pid int32) {
+	qctx, cancel := s.cfg.Network.Query(ctx)
+	defer cancel()
+	var silent *float64
+	err := conn.QueryRow(qctx, `SELECT extract(epoch FROM clock_timestamp() - reply_time)::float8 FROM pg_stat_replication WHERE pid = $1`, pid).Scan(&silent)
+	if err != nil || silent == nil {
+		return // gone meanwhile, or no reply yet
+	}
+	quiet := time.Duration(*silent * float64(time.Second))
+	if quiet < s.cfg.TakeoverAfter {
+		return
+	}
+	var ended bool
+	if err := conn.QueryRow(qctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
+		if s.takeoverRefused != pid {
+			s.takeoverRefused = pid
+			s.log.Warn("could not end the silent session holding the replication slot (cdc.takeover_after); waiting for the server's wal_sender_timeout",
+				"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "err", err,
+				"hint", "the relay's role may end sessions of its own role; for others grant it pg_signal_backend")
+		}
+		return
+	}
+	s.log.Warn("ended the session holding the replication slot: its client has not answered the server for longer than cdc.takeover_after",
+		"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "takeover_after", s.cfg.TakeoverAfter.String())
+}
+
 func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
 	for _, t := range s.tables {
 		if err := s.checkTableColumns(ctx, conn, t); err != nil {

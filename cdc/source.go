@@ -73,6 +73,9 @@ type Source struct {
 	// holder is the PID of the session last seen holding the slot, so
 	// that the wait for it is logged once; only Run touches it.
 	holder int32
+	// takeoverRefused is the holder the standby last failed to end
+	// (cdc.takeover_after), so that it says so once.
+	takeoverRefused int32
 	// walSenderChecked is set once the server's wal_sender_timeout has
 	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
 	// when the replication session may set its own (PostgreSQL 12+).

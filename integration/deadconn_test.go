@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -590,4 +591,52 @@ func TestDeadConnPollListenerAlone(t *testing.T) {
 	if left := countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
 		t.Errorf("%d rows left unpublished", left)
 	}
+}
+
+// With cdc.takeover_after a standby does not wait out the server's
+// wal_sender_timeout for a frozen relay: it ends the walsender whose
+// client has not answered for that long and takes the slot. Here the
+// frozen relay's session would otherwise live for five minutes.
+func TestDeadConnStandbyEndsSilentHolder(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	name := uniqueName(t)
+	ctx := context.Background()
+	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 5m\n  takeover_after: 2s\n", name, name))
+	a := runBinary(t, cfg)
+	waitSlotActive(ctx, t, pool, name)
+	var holder int32
+	if err := pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	b := runBinary(t, cfg)
+	waitLog(t, b, "as a standby", 30*time.Second)
+
+	c := newCollector(t, brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200}
+	w.write(ctx, t, pool)
+	c.waitFor(t, readRows(ctx, t, pool, "outbox"), time.Minute)
+	if strings.Contains(b.out.String(), "ended the session holding") {
+		t.Fatalf("the standby ended the session of a relay that answers:\n%s", b.out.String())
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }()
+	w.seqBase = 200 / 10
+	w.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	if want := fmt.Sprintf("holder_pid=%d", holder); !strings.Contains(b.out.String(), "ended the session holding the replication slot") || !strings.Contains(b.out.String(), want) {
+		t.Errorf("the standby does not say it ended the frozen relay's session (%s):\n%s", want, b.out.String())
+	}
+	if code := b.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("the successor exited %d after SIGTERM, want 0", code)
+	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events: %d repeated", rep.records, len(rows), rep.duplicates)
 }

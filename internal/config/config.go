@@ -97,6 +97,7 @@ type CDC struct {
 	ReceiveTimeout     time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
 	OnSlotLoss         string        `yaml:"on_slot_loss" doc:"What to do when the slot cannot carry on from the checkpoint (gone, invalidated, ahead of the checkpoint, or the checkpoint is another cluster's), so events committed since may be missing: fail stops relaying with an error saying what happened and what to do, fails /readyz and sets outboxrelay_replication_slot_lost; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, goes on from the slot as it is (creating one when it is gone) and checkpoints there." default:"fail"`
 	Snapshot           string        `yaml:"snapshot" doc:"The rows already in the table when the relay creates its slot: never leaves them (a slot captures only what commits after it exists; the relay logs how many it left); initial creates the slot with an exported snapshot and publishes the rows visible in it before streaming, none missed and none twice (Debezium's snapshot.mode initial)." default:"never"`
+	TakeoverAfter      time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
 	FailoverSlot       *bool         `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby); ignored before 17." default:"true (PostgreSQL 17+)"`
 }
 
@@ -309,6 +310,7 @@ func (c *Config) CDCConfig() cdc.Config {
 		OnSlotLoss:         c.CDC.OnSlotLoss,
 		Snapshot:           c.CDC.Snapshot,
 		FailoverSlot:       c.CDC.FailoverSlot,
+		TakeoverAfter:      c.CDC.TakeoverAfter,
 		Network:            c.Postgres.Network(),
 	}
 }
