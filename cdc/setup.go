@@ -295,6 +295,7 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 			return classify(fmt.Sprintf("add table %s to publication %q", t, s.cfg.Publication), err)
 		}
 		s.log.Info("added a table to the publication", "publication", s.cfg.Publication, "table", t.String())
+		s.warnTableRowsBefore(ctx, conn, t, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
 	}
 	return nil
 }

@@ -150,11 +150,11 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 // relayed: a slot captures only what commits after it.
 func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
 	for _, t := range s.tables {
-		s.warnTableRowsBefore(ctx, conn, t)
+		s.warnTableRowsBefore(ctx, conn, t, "the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is")
 	}
 }
 
-func (s *Source) warnTableRowsBefore(ctx context.Context, conn *pgx.Conn, t table) {
+func (s *Source) warnTableRowsBefore(ctx context.Context, conn *pgx.Conn, t table, what string) {
 	const most = 100000
 	var n int64
 	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) t`, t.ident(), most+1)
@@ -169,7 +169,6 @@ func (s *Source) warnTableRowsBefore(ctx context.Context, conn *pgx.Conn, t tabl
 	if n > most {
 		count = fmt.Sprintf("more than %d", most)
 	}
-	s.log.Warn("the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is",
-		"slot", s.cfg.Slot, "table", t.String(), "rows", count,
+	s.log.Warn(what, "slot", s.cfg.Slot, "table", t.String(), "rows", count,
 		"hint", "if they must reach Kafka, stop the relay and publish them once with outboxrelay backfill --all, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")
 }

@@ -7,14 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -238,23 +235,11 @@ func TestBackfillInterrupted(t *testing.T) {
 		return startRelay(t, src, e.brokers, rc, sc), done
 	}
 
-	// The broker takes the first produce requests for the event topic
-	// and refuses the rest: the backfill cannot finish.
-	var produced atomic.Int64
-	refuse := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.order",
-		Err: kerr.NotEnoughReplicas, Count: -1,
-		When: func(kmsg.Request) bool { return produced.Add(1) > 20 }})
+	// The broker refuses the event topic after 20 produce requests: the
+	// backfill cannot finish.
+	refuse := e.refuseProducesAfter(20)
 	r, done := backfill(connector.RunnerConfig{ShutdownTimeout: 500 * time.Millisecond}, sink.Config{MaxBufferedRecords: 100})
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := refuse.Wait(waitCtx, 1); err != nil {
-		t.Fatalf("the broker never refused a produce request: %v", err)
-	}
-	r.cancel()
-	if err := r.wait(t, time.Minute); err != nil {
-		t.Logf("interrupted backfill stopped: %v", err)
-	}
-	refuse.Remove()
+	stopRefused(ctx, t, r, refuse)
 	select {
 	case res := <-done:
 		t.Fatalf("the backfill finished (%+v) although the broker refused its rows; the test's premise is wrong", res)

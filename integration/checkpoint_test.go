@@ -480,6 +480,33 @@ func TestCDCSnapshotInitial(t *testing.T) {
 	}
 }
 
+// refuseProducesAfter makes the broker acknowledge the first n produce
+// requests for the event topic and refuse every later one, retriably, until
+// the fault is removed.
+func (e *env) refuseProducesAfter(n int64) *kfake.FaultHandle {
+	var produced atomic.Int64
+	return e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.order",
+		Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kmsg.Request) bool { return produced.Add(1) > n }})
+}
+
+// stopRefused stops r once the broker has refused it (refuseProducesAfter),
+// then lifts the refusal. What was refused cannot drain: the stop may say
+// so.
+func stopRefused(ctx context.Context, t *testing.T, r *relay, refuse *kfake.FaultHandle) {
+	t.Helper()
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := refuse.Wait(waitCtx, 1); err != nil {
+		t.Fatalf("the broker never refused a produce request: %v", err)
+	}
+	r.cancel()
+	if err := r.wait(t, time.Minute); err != nil {
+		t.Logf("relay stopped: %v", err)
+	}
+	refuse.Remove()
+}
+
 // A relay stopped before Kafka acknowledged the whole snapshot publishes
 // the table again, as it is then, on its next start: some rows twice
 // (their id headers mark them), none lost, each aggregate in order once
@@ -491,13 +518,10 @@ func TestCDCSnapshotInterrupted(t *testing.T) {
 	w.write(ctx, t, e.pool)
 	c := newCollector(t, e.brokers, "outbox.event.order")
 
-	// The broker acknowledges the first produce requests for the event
-	// topic and refuses every later one (retriably), so the stop comes
-	// with the snapshot certainly unfinished, however fast the machine.
-	var produced atomic.Int64
-	refuse := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.order",
-		Err: kerr.NotEnoughReplicas, Count: -1,
-		When: func(kmsg.Request) bool { return produced.Add(1) > 20 }})
+	// The broker refuses the event topic after 20 produce requests, so
+	// the stop comes with the snapshot certainly unfinished, however fast
+	// the machine.
+	refuse := e.refuseProducesAfter(20)
 	var logs syncBuffer
 	src, err := cdc.New(cdc.Config{URL: e.url, Table: "public." + e.table, Slot: e.name, Publication: e.name,
 		StatusInterval: 100 * time.Millisecond, Snapshot: cdc.SnapshotInitial, MaxBatchEvents: 10},
@@ -509,19 +533,10 @@ func TestCDCSnapshotInterrupted(t *testing.T) {
 	}
 	r := startRelay(t, src, e.brokers, connector.RunnerConfig{ShutdownTimeout: 500 * time.Millisecond}, sink.Config{MaxBufferedRecords: 100})
 	c.readAtLeast(ctx, t, 1, time.Minute)
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := refuse.Wait(waitCtx, 1); err != nil {
-		t.Fatalf("the broker never refused a produce request: %v", err)
-	}
-	// What the broker refused cannot drain: the stop may say so, and the
-	// checkpoint covers only what was acknowledged.
-	r.cancel()
-	if err := r.wait(t, time.Minute); err != nil {
-		t.Logf("relay stopped: %v", err)
-	}
+	// What the broker refused cannot drain: the checkpoint covers only
+	// what was acknowledged.
+	stopRefused(ctx, t, r, refuse)
 	src.Close()
-	refuse.Remove()
 	cp, ok := src.Checkpoint()
 	if !ok || !cp.SnapshotPending {
 		t.Fatalf("checkpoint after a stop mid-snapshot: %+v, want SnapshotPending", cp)

@@ -24,18 +24,7 @@ import (
 // once, so the two are repeated until the drop wins the race.
 func dropSlotUnderRelay(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
-		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
-		var pe *pgconn.PgError
-		if err == nil {
-			return
-		}
-		if !errors.As(err, &pe) || pe.Code != pgerrcode.ObjectInUse || time.Now().After(deadline) {
-			t.Fatalf("drop slot %s: %v", slot, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dropSlot(ctx, t, pool, slot, true)
 }
 
 // dropStoppedSlot drops the slot of a relay that was just stopped. Its
@@ -43,7 +32,17 @@ func dropSlotUnderRelay(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s
 // the drop is repeated while the server says the slot is in use.
 func dropStoppedSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string) {
 	t.Helper()
+	dropSlot(ctx, t, pool, slot, false)
+}
+
+// dropSlot drops the slot, repeating while the server says it is in use,
+// and with terminate ending the session that holds it each time first.
+func dropSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string, terminate bool) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
+		if terminate {
+			_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
+		}
 		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
 		var pe *pgconn.PgError
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -19,6 +20,18 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
+
+// createModuleOutboxes makes an outbox table, <schema>.outbox, in a new
+// schema for each module.
+func createModuleOutboxes(t *testing.T, pool *pgxpool.Pool, schemas ...string) {
+	t.Helper()
+	for _, schema := range schemas {
+		if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+			t.Fatal(err)
+		}
+		createOutbox(t, pool, schema+".outbox")
+	}
+}
 
 // Two outbox tables in two schemas, relayed from one slot: every event
 // on its own table's topic (routing by aggregate type), each aggregate in
@@ -29,12 +42,7 @@ func TestCDCSeveralTables(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
-	for _, schema := range []string{"sales", "billing"} {
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			t.Fatal(err)
-		}
-		createOutbox(t, pool, schema+".outbox")
-	}
+	createModuleOutboxes(t, pool, "sales", "billing")
 	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
 	name := uniqueName(t)
 	var logs syncBuffer
@@ -45,7 +53,17 @@ func TestCDCSeveralTables(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := startRelay(t, src, brokers, connector.RunnerConfig{}, sink.Config{})
-		waitSlotActive(ctx, t, pool, name)
+		// This relay's own session must stream: right after a stop, the
+		// previous one's walsender may still hold the slot, and rows of a
+		// table committed before the relay adds it to the publication are
+		// not decoded.
+		deadline := time.Now().Add(30 * time.Second)
+		for on, _ := src.Streaming(); !on; on, _ = src.Streaming() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the relay does not stream after 30s:\n%s", logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		return r
 	}
 	c := newCollector(t, brokers, "outbox.event.sale", "outbox.event.invoice")
@@ -56,9 +74,25 @@ func TestCDCSeveralTables(t *testing.T) {
 	c.waitFor(t, readRows(ctx, t, pool, "sales.outbox"), time.Minute)
 	r.stop(t)
 
+	// Rows billing.outbox holds before it joins the publication were
+	// never decoded: the relay says how many, and they stay out.
+	var early []string
+	for i := range 3 {
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', $1, 'T', '{}') RETURNING id::text`,
+			fmt.Sprintf("early-%d", i)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		early = append(early, id)
+	}
 	r = start("sales.outbox", "billing.outbox")
-	if !strings.Contains(logs.String(), "added a table to the publication") {
-		t.Errorf("the relay does not say it added billing.outbox to the publication:\n%s", logs.String())
+	for _, want := range []string{"added a table to the publication", "the outbox table added to the publication already holds rows", "rows=3"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the relay does not say %q:\n%s", want, logs.String())
+		}
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM billing.outbox WHERE id = ANY($1::uuid[])`, early); err != nil {
+		t.Fatal(err)
 	}
 	sales.seqBase, sales.events = 2000/100, 20000
 	billing := workload{table: "billing.outbox", aggType: "invoice", writers: 2, aggregates: 100, events: 20000, txnSize: 2}
@@ -142,12 +176,7 @@ func TestPollSeveralTablesTwoInstances(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
-	for _, schema := range []string{"sales", "billing"} {
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			t.Fatal(err)
-		}
-		createOutbox(t, pool, schema+".outbox")
-	}
+	createModuleOutboxes(t, pool, "sales", "billing")
 	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
 	file := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers,
 		"source: poll\noutbox:\n  tables: [sales.outbox, billing.outbox]\npoll:\n  interval: 100ms\n  batch_size: 500\n"))
