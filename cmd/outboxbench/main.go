@@ -35,6 +35,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) > 0 && args[0] == "broker" {
+		// kfake in a process of its own (-broker-process).
+		return bench.BrokerMain(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "relay" {
 		// The relay itself, with profiling: the benchmark runs this as a
 		// child process when -profile is given.
@@ -57,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's and the latency phase's relays to this directory")
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
+	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")
+	fs.BoolVar(&cfg.WALDefaults, "wal-defaults", false, "leave full_page_writes, max_wal_size and checkpoint_timeout at PostgreSQL's defaults")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	if err := fs.Parse(args); err != nil {
 		return err

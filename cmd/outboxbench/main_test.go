@@ -17,9 +17,9 @@ import (
 // TestMain lets this test binary stand in for outboxbench when the
 // benchmark re-executes itself as the profiled relay.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "relay" {
+	if len(os.Args) > 1 && (os.Args[1] == "relay" || os.Args[1] == "broker") {
 		if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "outboxbench relay:", err)
+			fmt.Fprintln(os.Stderr, "outboxbench "+os.Args[1]+":", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -39,6 +39,9 @@ func TestSmoke(t *testing.T) {
 	err := run([]string{
 		"-events", "3000", "-txn-max", "20", "-writers", "2",
 		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,poll",
+		// The broker in a process of its own, and PostgreSQL's own WAL
+		// settings: the paths the plain run does not take.
+		"-broker-process", "-wal-defaults",
 		"-profile", profiles, "-json", "-",
 	}, &stdout, &stderr)
 	if errors.Is(err, localpg.ErrNotInstalled) {
@@ -55,10 +58,14 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("the report is not the Report JSON: %v\n%s", err, stdout.String())
 	}
 
+	if !strings.Contains(rep.Kafka, "in a process of its own") {
+		t.Errorf("the report does not say the broker ran in its own process: %s", rep.Kafka)
+	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
 		t.Errorf("machine and versions incomplete: %+v", rep.Machine)
 	}
-	if rep.Postgres["fsync"] != "off" || rep.Postgres["synchronous_commit"] != "on" || rep.Postgres["wal_level"] != "logical" {
+	if rep.Postgres["fsync"] != "off" || rep.Postgres["synchronous_commit"] != "on" || rep.Postgres["wal_level"] != "logical" ||
+		rep.Postgres["full_page_writes"] != "on" || rep.Postgres["checkpoint_timeout"] != "5min" {
 		t.Errorf("postgres settings not the benchmark's: %v", rep.Postgres)
 	}
 	if w := rep.Workload; w.Events != 3000 || w.Transactions < 3000/20 || w.Transactions > 3000 || w.WALBytes <= 0 || w.PayloadBytes != 500 {

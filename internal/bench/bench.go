@@ -132,11 +132,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		r.relay = []string{cfg.RelayBin, "run"}
 		r.rep.Relay = cfg.RelayBin + ", run as a child process with default settings, log.level=warn and http.listen 127.0.0.1:0 (a free port)"
 	}
-	r.rep.Kafka = fmt.Sprintf("kfake %s in this process, 1 broker, %d partitions per topic, no client-metrics subscriptions (KIP-714, as a stock broker); the drains and the raw ingest use a fresh cluster each that acknowledges without storing records (BlackholeProduce), the latency phase one that stores them",
-		r.rep.Machine.Kfake, cfg.Partitions)
+	where := "in this process"
+	if cfg.BrokerProcess {
+		where = "in a process of its own"
+	}
+	r.rep.Kafka = fmt.Sprintf("kfake %s %s, 1 broker, %d partitions per topic, no client-metrics subscriptions (KIP-714, as a stock broker); the drains and the raw ingest use a fresh cluster each that acknowledges without storing records (BlackholeProduce), the latency phase one that stores them",
+		r.rep.Machine.Kfake, where, cfg.Partitions)
 
 	r.say("starting PostgreSQL ...")
-	if r.db, err = startPostgres(ctx); err != nil {
+	if r.db, err = startPostgres(ctx, cfg.WALDefaults); err != nil {
 		return nil, err
 	}
 	defer r.db.close()
@@ -291,10 +295,9 @@ func (r *run) measureDrains(ctx context.Context) error {
 	}
 	r.say("ceiling: raw ingest of the same records from a bare franz-go producer ...")
 	err := r.phase("raw ingest", func() error {
-		cpu := selfCPU()
-		took, err := rawIngest(ctx, r.w, r.cfg.Events, r.cfg.Partitions)
+		took, cpu, err := r.rawIngest(ctx)
 		c.RawIngestSeconds = took.Seconds()
-		c.RawIngestCPU = (selfCPU() - cpu).Seconds()
+		c.RawIngestCPU = cpu.Seconds()
 		c.RawIngestRate = float64(r.cfg.Events) / took.Seconds()
 		return err
 	})

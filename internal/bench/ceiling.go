@@ -55,13 +55,20 @@ func recvlogical(ctx context.Context, db *database, slot, publication string, en
 // the sink's settings to a fresh broker, and returns how long it took from
 // the first produce until every record was acknowledged. The records are
 // made before the clock starts.
-func rawIngest(ctx context.Context, w *workload, events, partitions int) (time.Duration, error) {
-	cluster, err := startBroker(partitions, true)
+// It returns too the CPU time of the producer and the broker.
+func (r *run) rawIngest(ctx context.Context) (took, cpu time.Duration, err error) {
+	w, events := r.w, r.cfg.Events
+	cluster, err := r.startBroker(r.cfg.Partitions, true)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer cluster.Close()
+	selfBefore, brokerBefore := selfCPU(), cluster.CPU()
+	took, err = rawIngestOn(ctx, cluster, w, events)
+	return took, selfCPU() - selfBefore + cluster.CPU() - brokerBefore, err
+}
 
+func rawIngestOn(ctx context.Context, cluster broker, w *workload, events int) (time.Duration, error) {
 	recs := make([]kgo.Record, events)
 	arena := make([]byte, 0, events*(w.payload+64))
 	var e event

@@ -46,6 +46,15 @@ type Config struct {
 	// RelayLogDir, when set, keeps each relay process's output there as
 	// <phase>.log (with GODEBUG=gctrace=1 in the environment, say).
 	RelayLogDir string
+	// BrokerProcess runs each kfake broker in a child process of its own
+	// (this program re-executed as `outboxbench broker`), as a real broker
+	// runs apart from the relay; its CPU is then measured from /proc.
+	BrokerProcess bool
+	// WALDefaults leaves full_page_writes, max_wal_size and
+	// checkpoint_timeout at the server's defaults, instead of the
+	// benchmark's (off, 16GB, 1h), so that checkpoints and full-page
+	// images come as they would in production.
+	WALDefaults bool
 	// Seed picks the workload; the same seed gives the same events.
 	// Default 1.
 	Seed uint64

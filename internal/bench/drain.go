@@ -34,7 +34,7 @@ const stallTimeout = 2 * time.Minute
 // measures until the broker has acknowledged every event.
 func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool) (Drain, error) {
 	d := Drain{Source: k.name, Instances: k.instances}
-	cluster, err := startBroker(r.cfg.Partitions, true)
+	cluster, err := r.startBroker(r.cfg.Partitions, true)
 	if err != nil {
 		return d, err
 	}
@@ -49,7 +49,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 	if k.slot != "" {
 		ws = &walsenderWatch{db: r.db, slot: k.slot}
 	}
-	selfBefore := selfCPU()
+	selfBefore, brokerBefore := selfCPU(), cluster.CPU()
 	pgBefore, err := r.db.serverCPU(ctx)
 	if err != nil {
 		return d, err
@@ -113,7 +113,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		}
 	}
 
-	d.BrokerCPUSeconds = (selfCPU() - selfBefore).Seconds()
+	d.BrokerCPUSeconds = (selfCPU() - selfBefore + cluster.CPU() - brokerBefore).Seconds()
 	pgCPU, err := r.db.serverCPUSince(ctx, pgBefore)
 	if err != nil {
 		return d, err

@@ -25,14 +25,14 @@ func topics() []string {
 	return ts
 }
 
-// startBroker starts a one-broker kfake cluster with the topics made.
+// newCluster starts a one-broker kfake cluster with the topics made.
 // A blackholed cluster acknowledges produced records and advances offsets
 // without keeping the bytes: the drains and the raw ingest ceiling use one,
 // so that neither the broker's copying of hundreds of megabytes nor its
 // memory is in the figures, and the end offsets still count what was
 // acknowledged. The latency phase needs to read records back, and keeps
 // them.
-func startBroker(partitions int, blackhole bool) (*kfake.Cluster, error) {
+func newCluster(partitions int, blackhole bool) (*kfake.Cluster, error) {
 	// kfake asks every client to push all its metrics (KIP-714) every 30s,
 	// which a stock Kafka broker does only with a client-metrics plugin
 	// installed: the pushes cost the relay a 4 MiB lz4 block and the

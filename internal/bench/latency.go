@@ -65,7 +65,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 	if err := k.create(ctx, r, k.table); err != nil {
 		return nil, err
 	}
-	cluster, err := startBroker(r.cfg.Partitions, false)
+	cluster, err := r.startBroker(r.cfg.Partitions, false)
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,18 @@ type database struct {
 	conn *pgx.Conn // for setup and queries between phases
 }
 
-func startPostgres(ctx context.Context) (*database, error) {
-	srv, err := localpg.Start(ctx, localpg.Options{Settings: maps.Clone(pgSettings)})
+// With walDefaults the server keeps its own WAL settings (full-page
+// writes, checkpoints) instead of the benchmark's.
+func startPostgres(ctx context.Context, walDefaults bool) (*database, error) {
+	settings := maps.Clone(pgSettings)
+	if walDefaults {
+		// PostgreSQL's own: localpg turns full-page writes off for its
+		// tests, so it is set back explicitly.
+		settings["full_page_writes"] = "on"
+		delete(settings, "max_wal_size")
+		delete(settings, "checkpoint_timeout")
+	}
+	srv, err := localpg.Start(ctx, localpg.Options{Settings: settings})
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
