@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -32,11 +31,11 @@ type Metrics struct {
 	kafka         *kprom.Metrics
 
 	mu sync.Mutex
-	// inflight holds a *flight for every message handed to the sink and
+	// inflight holds a flight for every message handed to the sink and
 	// not yet acknowledged, in the order they were handed over, which is
 	// commit order: its front is the oldest event not yet in Kafka. It is
 	// as long as the sink's buffer, which the sink bounds.
-	inflight list.List
+	inflight flights
 	// waitingSince is when the source offered the batch the runner has
 	// not taken yet; zero when none waits.
 	waitingSince time.Time
@@ -51,10 +50,6 @@ type Metrics struct {
 	// slot, when set, measures from PostgreSQL how long the replication
 	// slot has stood still while holding WAL back.
 	slot func(context.Context) time.Duration
-}
-
-type flight struct {
-	commit, sent time.Time
 }
 
 // Option wires Metrics to its surroundings.
@@ -178,7 +173,7 @@ func (m *Metrics) Progress() Progress {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := Progress{
-		InFlight:      m.inflight.Len(),
+		InFlight:      m.inflight.n,
 		WaitingSince:  m.waitingSince,
 		SourceRunning: m.running,
 		SourceErr:     m.lastErr,
@@ -188,8 +183,8 @@ func (m *Metrics) Progress() Progress {
 	if !p.SourceUp && !p.SourceStandby {
 		p.DownSince = m.lastUp
 	}
-	if f := m.inflight.Front(); f != nil {
-		p.OldestSent = f.Value.(*flight).sent
+	if f := m.inflight.head; f != nil {
+		p.OldestSent = f.sent
 	}
 	return p
 }
@@ -209,41 +204,12 @@ func (p Progress) Stalled(now time.Time) time.Duration {
 	return max(d, 0)
 }
 
-// sent records a message handed to the sink.
-func (m *Metrics) sent(commit time.Time) *list.Element {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.inflight.PushBack(&flight{commit: commit, sent: m.now()})
-}
-
-// settled records the outcome of a message handed to the sink: err is nil
-// once Kafka has acknowledged it.
-func (m *Metrics) settled(e *list.Element, topic string, deadLetter bool, err error) {
-	m.mu.Lock()
-	f := m.inflight.Remove(e).(*flight)
-	now := m.now()
-	m.mu.Unlock()
-	if err != nil {
-		m.publishErrors.WithLabelValues(topic).Inc()
-		return
-	}
-	m.published.WithLabelValues(topic).Inc()
-	if deadLetter {
-		m.deadLettered.Inc()
-	}
-	if !f.commit.IsZero() {
-		// Clocks of two hosts: a commit "in the future" is a skew, not a
-		// negative latency.
-		m.latency.Observe(max(now.Sub(f.commit), 0).Seconds())
-	}
-}
-
 // oldestCommit is the commit time of the oldest event in flight, or zero.
 func (m *Metrics) oldestCommit() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f := m.inflight.Front(); f != nil {
-		return f.Value.(*flight).commit
+	if f := m.inflight.head; f != nil {
+		return f.commit
 	}
 	return time.Time{}
 }
