@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 )
@@ -36,5 +38,33 @@ func BenchmarkSinkPublish(b *testing.B) {
 		if err := s.Publish(ctx, msg, done); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkProduceBatchWritten is the hook franz-go calls for every
+// partition batch of a produce request: kprom's and the relay's.
+func BenchmarkProduceBatchWritten(b *testing.B) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	stock := kprom.NewMetrics(Namespace, kprom.Registerer(prometheus.NewRegistry()))
+	for _, c := range []struct {
+		name string
+		hook kgo.HookProduceBatchWritten
+	}{{"kprom", stock}, {"relay", m.kafka}} {
+		b.Run(c.name, func(b *testing.B) {
+			// kprom makes its metrics when the client is made.
+			cl, err := kgo.NewClient(kgo.WithHooks(c.hook))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			meta := kgo.BrokerMetadata{NodeID: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				c.hook.OnProduceBatchWritten(meta, "outbox.event.order", 3, kgo.ProduceBatchMetrics{NumRecords: 1, UncompressedBytes: 600})
+			}
+		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 )
 
 // Namespace starts the name of every metric of the relay.
@@ -28,7 +27,7 @@ type Metrics struct {
 	batchEvents   prometheus.Histogram
 	deadLettered  prometheus.Counter
 	restarts      prometheus.Counter
-	kafka         *kprom.Metrics
+	kafka         *kafkaHooks
 
 	mu sync.Mutex
 	// inflight holds a flight for every message handed to the sink and
@@ -103,7 +102,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		o(m)
 	}
 	m.lastUp = m.now()
-	m.kafka = kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(reg))
+	kafka, err := newKafkaHooks(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	m.kafka = kafka
 	cs := []prometheus.Collector{
 		m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts,
 		relayCollector{m},
@@ -139,8 +142,9 @@ func (m *Metrics) WatchSlot(stalled func(context.Context) time.Duration) {
 }
 
 // KafkaHooks are the franz-go hooks that export the Kafka client's own
-// metrics (outboxrelay_kafka_*: connections, bytes, buffered records);
-// give them to the client with kgo.WithHooks.
+// metrics (outboxrelay_kafka_*: connections, bytes, buffered records):
+// kprom's, with bytes produced counted by a cheaper hook of the relay's
+// (kafka.go). Give them to one client with kgo.WithHooks.
 func (m *Metrics) KafkaHooks() kgo.Hook { return m.kafka }
 
 // Progress is what the health probes judge the relay by.
