@@ -26,17 +26,22 @@ type sink struct {
 	m              *Metrics
 	// topics holds the counters of every topic published to, so far. Only
 	// Publish uses it, and Publish is called from one goroutine. It has an
-	// entry for each child of the counter vectors, which hold them anyway.
+	// entry for each child of the published counter, which holds them anyway.
 	topics map[string]*topicCounters
 }
 
-// topicCounters are one topic's children of the counter vectors.
-type topicCounters struct{ published, errors prometheus.Counter }
+// topicCounters is a topic's child of the published counter. Its errors
+// are rare, and counted through the vector, so that a topic has no
+// publish_errors_total series until it has an error, as before.
+type topicCounters struct {
+	topic     string
+	published prometheus.Counter
+}
 
 func (s *sink) counters(topic string) *topicCounters {
 	c, ok := s.topics[topic]
 	if !ok {
-		c = &topicCounters{s.m.published.WithLabelValues(topic), s.m.publishErrors.WithLabelValues(topic)}
+		c = &topicCounters{topic, s.m.published.WithLabelValues(topic)}
 		s.topics[topic] = c
 	}
 	return c
@@ -132,7 +137,7 @@ func (m *Metrics) settled(f *flight, err error) {
 	m.inflight.remove(f)
 	m.mu.Unlock()
 	if err != nil {
-		c.errors.Inc()
+		m.publishErrors.WithLabelValues(c.topic).Inc()
 		return
 	}
 	c.published.Inc()
