@@ -48,7 +48,7 @@ func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	inFlight, stats, slot := m.inflight.Len(), m.stats, m.slot
+	inFlight, stats, slot := m.inflight.n, m.stats, m.slot
 	m.observeLocked()
 	running, standby := m.upLocked()
 	m.mu.Unlock()

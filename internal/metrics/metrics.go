@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 )
 
 // Namespace starts the name of every metric of the relay.
@@ -29,14 +27,14 @@ type Metrics struct {
 	batchEvents   prometheus.Histogram
 	deadLettered  prometheus.Counter
 	restarts      prometheus.Counter
-	kafka         *kprom.Metrics
+	kafka         *kafkaHooks
 
 	mu sync.Mutex
-	// inflight holds a *flight for every message handed to the sink and
+	// inflight holds a flight for every message handed to the sink and
 	// not yet acknowledged, in the order they were handed over, which is
 	// commit order: its front is the oldest event not yet in Kafka. It is
 	// as long as the sink's buffer, which the sink bounds.
-	inflight list.List
+	inflight flights
 	// waitingSince is when the source offered the batch the runner has
 	// not taken yet; zero when none waits.
 	waitingSince time.Time
@@ -51,10 +49,6 @@ type Metrics struct {
 	// slot, when set, measures from PostgreSQL how long the replication
 	// slot has stood still while holding WAL back.
 	slot func(context.Context) time.Duration
-}
-
-type flight struct {
-	commit, sent time.Time
 }
 
 // Option wires Metrics to its surroundings.
@@ -108,7 +102,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		o(m)
 	}
 	m.lastUp = m.now()
-	m.kafka = kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(reg))
+	kafka, err := newKafkaHooks(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	m.kafka = kafka
 	cs := []prometheus.Collector{
 		m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts,
 		relayCollector{m},
@@ -144,8 +142,9 @@ func (m *Metrics) WatchSlot(stalled func(context.Context) time.Duration) {
 }
 
 // KafkaHooks are the franz-go hooks that export the Kafka client's own
-// metrics (outboxrelay_kafka_*: connections, bytes, buffered records);
-// give them to the client with kgo.WithHooks.
+// metrics (outboxrelay_kafka_*: connections, bytes, buffered records):
+// kprom's, with bytes produced counted by a cheaper hook of the relay's
+// (kafka.go). Give them to one client with kgo.WithHooks.
 func (m *Metrics) KafkaHooks() kgo.Hook { return m.kafka }
 
 // Progress is what the health probes judge the relay by.
@@ -178,7 +177,7 @@ func (m *Metrics) Progress() Progress {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := Progress{
-		InFlight:      m.inflight.Len(),
+		InFlight:      m.inflight.n,
 		WaitingSince:  m.waitingSince,
 		SourceRunning: m.running,
 		SourceErr:     m.lastErr,
@@ -188,8 +187,8 @@ func (m *Metrics) Progress() Progress {
 	if !p.SourceUp && !p.SourceStandby {
 		p.DownSince = m.lastUp
 	}
-	if f := m.inflight.Front(); f != nil {
-		p.OldestSent = f.Value.(*flight).sent
+	if f := m.inflight.head; f != nil {
+		p.OldestSent = f.sent
 	}
 	return p
 }
@@ -209,41 +208,12 @@ func (p Progress) Stalled(now time.Time) time.Duration {
 	return max(d, 0)
 }
 
-// sent records a message handed to the sink.
-func (m *Metrics) sent(commit time.Time) *list.Element {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.inflight.PushBack(&flight{commit: commit, sent: m.now()})
-}
-
-// settled records the outcome of a message handed to the sink: err is nil
-// once Kafka has acknowledged it.
-func (m *Metrics) settled(e *list.Element, topic string, deadLetter bool, err error) {
-	m.mu.Lock()
-	f := m.inflight.Remove(e).(*flight)
-	now := m.now()
-	m.mu.Unlock()
-	if err != nil {
-		m.publishErrors.WithLabelValues(topic).Inc()
-		return
-	}
-	m.published.WithLabelValues(topic).Inc()
-	if deadLetter {
-		m.deadLettered.Inc()
-	}
-	if !f.commit.IsZero() {
-		// Clocks of two hosts: a commit "in the future" is a skew, not a
-		// negative latency.
-		m.latency.Observe(max(now.Sub(f.commit), 0).Seconds())
-	}
-}
-
 // oldestCommit is the commit time of the oldest event in flight, or zero.
 func (m *Metrics) oldestCommit() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f := m.inflight.Front(); f != nil {
-		return f.Value.(*flight).commit
+	if f := m.inflight.head; f != nil {
+		return f.commit
 	}
 	return time.Time{}
 }

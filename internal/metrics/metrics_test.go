@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,80 @@ func TestSinkCountsRefusedMessages(t *testing.T) {
 	}
 	if got := gauge(t, reg, "outboxrelay_events_in_flight"); got != 0 {
 		t.Errorf("in flight = %v, want 0 after a refusal", got)
+	}
+}
+
+// A settled message's flight is reused for a later one, which must then be
+// counted as itself: its topic, its commit, its done.
+func TestSinkReusesFlights(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	fs := &fakeSink{}
+	s := m.Sink(fs)
+	ctx := context.Background()
+	var acked []string
+	publish := func(topic string, commit time.Time) {
+		t.Helper()
+		if err := s.Publish(ctx, &connector.Message{Topic: topic, Timestamp: commit}, func(error) { acked = append(acked, topic) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := clk.now()
+	publish("a", first)
+	publish("b", first)
+	fs.dones[1](nil)
+	fs.dones[0](nil)
+	clk.add(10 * time.Second)
+	publish("c", clk.now())
+	publish("d", clk.now())
+	clk.add(time.Second)
+	fs.dones[3](errors.New("broker gone"))
+	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 1 {
+		t.Errorf("oldest age = %v, want 1 (c's, not a's)", got)
+	}
+	fs.dones[2](nil)
+	if want := []string{"b", "a", "d", "c"}; !slices.Equal(acked, want) {
+		t.Errorf("dones called for %v, want %v", acked, want)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"published a", testutil.ToFloat64(m.published.WithLabelValues("a")), 1},
+		{"published c", testutil.ToFloat64(m.published.WithLabelValues("c")), 1},
+		{"published d", testutil.ToFloat64(m.published.WithLabelValues("d")), 0},
+		{"errors d", testutil.ToFloat64(m.publishErrors.WithLabelValues("d")), 1},
+		{"error series (d's only)", float64(testutil.CollectAndCount(m.publishErrors)), 1},
+		{"in flight", gauge(t, reg, "outboxrelay_events_in_flight"), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// a and b acknowledged as they were committed, c a second after.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outboxrelay_event_latency_seconds Time from an event's record timestamp (by default its commit in PostgreSQL) to Kafka's acknowledgement of it.
+# TYPE outboxrelay_event_latency_seconds histogram
+outboxrelay_event_latency_seconds_bucket{le="0.005"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.01"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.025"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.05"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.1"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.25"} 2
+outboxrelay_event_latency_seconds_bucket{le="0.5"} 2
+outboxrelay_event_latency_seconds_bucket{le="1"} 3
+outboxrelay_event_latency_seconds_bucket{le="2.5"} 3
+outboxrelay_event_latency_seconds_bucket{le="5"} 3
+outboxrelay_event_latency_seconds_bucket{le="10"} 3
+outboxrelay_event_latency_seconds_bucket{le="30"} 3
+outboxrelay_event_latency_seconds_bucket{le="60"} 3
+outboxrelay_event_latency_seconds_bucket{le="120"} 3
+outboxrelay_event_latency_seconds_bucket{le="300"} 3
+outboxrelay_event_latency_seconds_bucket{le="600"} 3
+outboxrelay_event_latency_seconds_bucket{le="+Inf"} 3
+outboxrelay_event_latency_seconds_sum 1
+outboxrelay_event_latency_seconds_count 3
+`), "outboxrelay_event_latency_seconds"); err != nil {
+		t.Error(err)
 	}
 }
 

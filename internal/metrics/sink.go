@@ -2,6 +2,9 @@ package metrics
 
 import (
 	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 )
@@ -10,25 +13,142 @@ import (
 // in-flight set when Publish takes it and leaves it when its done callback
 // reports the outcome, which is when it is counted as published (by topic,
 // with its commit-to-acknowledgement latency) or failed.
-func (m *Metrics) Sink(s connector.Sink) connector.Sink { return &sink{Sink: s, m: m} }
+//
+// It runs for every event, so it costs no allocation once as many messages
+// have been in flight as will be (their flights are reused), and no label
+// lookup (each topic's counters are looked up once).
+func (m *Metrics) Sink(s connector.Sink) connector.Sink {
+	return &sink{Sink: s, m: m, topics: map[string]*topicCounters{}}
+}
 
 type sink struct {
 	connector.Sink // Flush and Abort pass straight through
 	m              *Metrics
+	// topics holds the counters of every topic published to, so far. Only
+	// Publish uses it, and Publish is called from one goroutine. It has an
+	// entry for each child of the published counter, which holds them anyway.
+	topics map[string]*topicCounters
+}
+
+// topicCounters is a topic's child of the published counter. Its errors
+// are rare, and counted through the vector, so that a topic has no
+// publish_errors_total series until it has an error, as before.
+type topicCounters struct {
+	topic     string
+	published prometheus.Counter
+}
+
+func (s *sink) counters(topic string) *topicCounters {
+	c, ok := s.topics[topic]
+	if !ok {
+		c = &topicCounters{topic, s.m.published.WithLabelValues(topic)}
+		s.topics[topic] = c
+	}
+	return c
 }
 
 func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(error)) error {
-	topic, dead := msg.Topic, isDeadLetter(msg)
-	e := s.m.sent(msg.Timestamp)
-	err := s.Sink.Publish(ctx, msg, func(err error) {
-		s.m.settled(e, topic, dead, err)
-		done(err)
-	})
+	f := s.m.sent(msg.Timestamp, s.counters(msg.Topic), isDeadLetter(msg), done)
+	err := s.Sink.Publish(ctx, msg, f.ack)
 	if err != nil {
 		// Not sent, and done will not be called.
-		s.m.settled(e, topic, dead, err)
+		s.m.settled(f, err)
 	}
 	return err
+}
+
+// A flight is a message handed to the sink and not yet acknowledged.
+type flight struct {
+	prev, next   *flight
+	commit, sent time.Time
+	counters     *topicCounters
+	deadLetter   bool
+	done         func(error)
+	// ack settles the flight and calls done: the callback the sink gets.
+	// It is made once per flight, which is reused once settled.
+	ack func(error)
+}
+
+// flights is a list of flights in the order they were handed over, and
+// the settled ones kept for reuse.
+type flights struct {
+	head, tail *flight
+	n          int
+	free       *flight // linked by next
+}
+
+func (l *flights) push(m *Metrics) *flight {
+	f := l.free
+	if f != nil {
+		l.free = f.next
+		f.next = nil
+	} else {
+		f = &flight{}
+		f.ack = func(err error) {
+			done := f.done
+			m.settled(f, err)
+			done(err)
+		}
+	}
+	f.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = f
+	} else {
+		l.head = f
+	}
+	l.tail = f
+	l.n++
+	return f
+}
+
+// remove takes f out of the list and keeps it for reuse.
+func (l *flights) remove(f *flight) {
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else {
+		l.head = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	} else {
+		l.tail = f.prev
+	}
+	l.n--
+	*f = flight{ack: f.ack, next: l.free}
+	l.free = f
+}
+
+// sent records a message handed to the sink.
+func (m *Metrics) sent(commit time.Time, c *topicCounters, deadLetter bool, done func(error)) *flight {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.inflight.push(m)
+	f.commit, f.sent, f.counters, f.deadLetter, f.done = commit, now, c, deadLetter, done
+	return f
+}
+
+// settled records the outcome of a message handed to the sink: err is nil
+// once Kafka has acknowledged it. f is reused afterwards.
+func (m *Metrics) settled(f *flight, err error) {
+	now := m.now()
+	m.mu.Lock()
+	commit, c, deadLetter := f.commit, f.counters, f.deadLetter
+	m.inflight.remove(f)
+	m.mu.Unlock()
+	if err != nil {
+		m.publishErrors.WithLabelValues(c.topic).Inc()
+		return
+	}
+	c.published.Inc()
+	if deadLetter {
+		m.deadLettered.Inc()
+	}
+	if !commit.IsZero() {
+		// Clocks of two hosts: a commit "in the future" is a skew, not a
+		// negative latency.
+		m.latency.Observe(max(now.Sub(commit), 0).Seconds())
+	}
 }
 
 // isDeadLetter tells the runner's dead letters by the header that says why

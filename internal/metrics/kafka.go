@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// kafkaHooks are kprom's hooks, except the one that counts the bytes
+// produced (outboxrelay_kafka_produce_bytes_total), which is the relay's
+// own. franz-go calls it for every partition batch of every produce
+// request, which with kafka.linger 0 at a steady rate is about once per
+// record, and kprom's builds and hashes a label map each time: 9-12% of the
+// relay's CPU at 5k events/s. This one looks up each broker's and topic's
+// counter once. The metric is the same: kprom's name, labels and help.
+type kafkaHooks struct {
+	*kprom.Metrics // every other hook
+	produced       *prometheus.CounterVec
+
+	mu sync.Mutex
+	// children holds a counter for every broker and topic produced to, as
+	// the vector does.
+	children map[produceKey]prometheus.Counter
+}
+
+type produceKey struct {
+	node  int32
+	topic string
+}
+
+func newKafkaHooks(reg prometheus.Registerer) (*kafkaHooks, error) {
+	h := &kafkaHooks{
+		// ConsistentNaming renames kprom's own produce counter, which it
+		// registers though its hook never runs, out of the way of ours;
+		// the other details are kprom's defaults.
+		Metrics: kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(reg),
+			kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.UncompressedBytes, kprom.ConsistentNaming)),
+		produced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "kafka", Name: "produce_bytes_total",
+			Help: "Total number of uncompressed bytes produced",
+		}, []string{"node_id", "topic"}),
+		children: map[produceKey]prometheus.Counter{},
+	}
+	return h, reg.Register(h.produced)
+}
+
+// OnProduceBatchWritten implements [kgo.HookProduceBatchWritten].
+func (h *kafkaHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, _ int32, m kgo.ProduceBatchMetrics) {
+	k := produceKey{meta.NodeID, topic}
+	h.mu.Lock()
+	c, ok := h.children[k]
+	if !ok {
+		c = h.produced.WithLabelValues(kgo.NodeName(meta.NodeID), topic)
+		h.children[k] = c
+	}
+	h.mu.Unlock()
+	c.Add(float64(m.UncompressedBytes))
+}

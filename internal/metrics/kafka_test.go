@@ -1,0 +1,90 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+)
+
+// The relay's own produce hook exports what kprom's would: the same
+// metric, with the same labels and values, beside kprom's other metrics.
+func TestKafkaHooksCountProducedBytesAsKprom(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock := prometheus.NewRegistry()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(),
+		kgo.WithHooks(m.KafkaHooks(), kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(stock))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 50 {
+		topic := []string{"orders", "customers"}[i%2]
+		rec := &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: make([]byte, 100+i)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, want := families(t, reg), families(t, stock)
+	const produced = "outboxrelay_kafka_produce_bytes_total"
+	if g, w := series(got[produced]), series(want[produced]); g != w || w == "" {
+		t.Errorf("%s:\n got %s\nwant %s (kprom's)", produced, g, w)
+	}
+	for name := range want {
+		if got[name] == nil {
+			t.Errorf("%s, which kprom exports, is missing", name)
+		}
+	}
+	for name := range got {
+		if want[name] == nil && strings.HasPrefix(name, "outboxrelay_kafka_") {
+			t.Errorf("%s is exported, which kprom does not export", name)
+		}
+	}
+}
+
+func families(t *testing.T, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	return byName
+}
+
+// series shows a family's help, type, labels and values: what a scrape
+// shows of it.
+func series(mf *dto.MetricFamily) string {
+	if mf == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", mf.GetHelp(), mf.GetType())
+	for _, m := range mf.GetMetric() {
+		b.WriteString("\n")
+		for _, l := range m.GetLabel() {
+			fmt.Fprintf(&b, "%s=%s ", l.GetName(), l.GetValue())
+		}
+		fmt.Fprint(&b, m.GetCounter().GetValue())
+	}
+	return b.String()
+}
