@@ -23,8 +23,8 @@ type Config struct {
 	// unless Tables is set.
 	Table string
 	// Tables are several outbox tables, each schema.table, relayed from
-	// one slot and one publication, all with the same Columns; set
-	// either Table or Tables.
+	// one slot and one publication, with Columns unless TableColumns says
+	// otherwise; set either Table or Tables.
 	Tables []string
 	// Columns names the outbox columns. Default Debezium's names.
 	Columns connector.ColumnMap

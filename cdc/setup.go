@@ -172,8 +172,6 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 	}
 }
 
-// checkColumns checks that every outbox table exists with the columns
-// routing needs.
 // endSilentHolder ends the session holding the slot when the server has
 // heard nothing from its client for cdc.takeover_after: a relay frozen or
 // cut off, whose session the server would otherwise keep until its
@@ -206,6 +204,8 @@ func (s *Source) endSilentHolder(ctx context.Context, conn *pgx.Conn, pid int32)
 		"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "takeover_after", s.cfg.TakeoverAfter.String())
 }
 
+// checkColumns checks that every outbox table exists with the columns
+// routing needs.
 func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
 	for _, t := range s.tables {
 		if err := s.checkTableColumns(ctx, conn, t); err != nil {
