@@ -1,6 +1,9 @@
 package connector
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Batch is a run of events in commit order, handed from a [Source] to the
 // [Runner].
@@ -82,4 +85,13 @@ type Transactional interface {
 	// transaction can then only abort: Commit aborts it and calls the
 	// other dones with an error. Abort aborts the open transaction.
 	Commit(ctx context.Context, mark *Message) error
+}
+
+// Backlog is what waits in one outbox table of a source that can count it
+// (the poller): the rows not yet published, and when the oldest of them
+// was committed (zero when none waits, or when the source cannot tell).
+type Backlog struct {
+	Table  string // schema.table
+	Events int64
+	Oldest time.Time
 }

@@ -524,6 +524,12 @@ func TestPollBacklog(t *testing.T) {
 	if err != nil || n != 3 || oldest.Before(before.Add(-time.Second)) || oldest.After(time.Now()) {
 		t.Fatalf("Backlog = %d, %v, %v; want 3 waiting, the oldest written after %v", n, oldest, err, before)
 	}
+	// Several tables (outbox.tables): a backlog each, by name, for the
+	// metric's table label.
+	bs, err := poller.Sources{src, tsSrc}.Backlogs(ctx)
+	if err != nil || len(bs) != 2 || bs[0].Table != "public.outbox" || bs[0].Events != 40 || bs[1].Table != "public.outbox_ts" || bs[1].Events != 3 {
+		t.Fatalf("Backlogs = %+v, %v; want public.outbox with 40 and public.outbox_ts with 3", bs, err)
+	}
 
 	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
 	deadline := time.Now().Add(30 * time.Second)

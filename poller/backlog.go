@@ -4,7 +4,18 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/connector"
 )
+
+// Backlogs is [Source.Backlog] for the metrics: the one table's.
+func (s *Source) Backlogs(ctx context.Context) ([]connector.Backlog, error) {
+	n, oldest, err := s.Backlog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []connector.Backlog{{Table: s.qualified, Events: n, Oldest: oldest}}, nil
+}
 
 // Backlog counts the rows waiting to be published and, when the ordering
 // column is a timestamptz, returns the oldest one's; otherwise oldest is

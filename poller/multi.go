@@ -2,9 +2,7 @@ package poller
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 )
@@ -84,19 +82,16 @@ func (ss Sources) Streaming() (streaming, standby bool) {
 	return len(ss) > 0, false
 }
 
-// Backlog adds up the tables' backlogs; oldest is the oldest of them.
-func (ss Sources) Backlog(ctx context.Context) (events int64, oldest time.Time, err error) {
-	var errs []error
+// Backlogs are the tables' backlogs; the first failure to count one is
+// the error.
+func (ss Sources) Backlogs(ctx context.Context) ([]connector.Backlog, error) {
+	var bs []connector.Backlog
 	for _, s := range ss {
-		n, o, err := s.Backlog(ctx)
+		b, err := s.Backlogs(ctx)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return nil, err
 		}
-		events += n
-		if !o.IsZero() && (oldest.IsZero() || o.Before(oldest)) {
-			oldest = o
-		}
+		bs = append(bs, b...)
 	}
-	return events, oldest, errors.Join(errs...)
+	return bs, nil
 }

@@ -16,7 +16,7 @@ var (
 	oldestDesc = prometheus.NewDesc(Namespace+"_oldest_unpublished_event_age_seconds",
 		"Age of the oldest event not yet acknowledged by Kafka (in flight, or for the poller still in the table), from its record timestamp (by default its commit); while the cdc source is down, at least how long the replication slot has stood still holding WAL back; 0 when there is none.", nil, nil)
 	backlogDesc = prometheus.NewDesc(Namespace+"_unpublished_events",
-		"Outbox rows not yet published (poller only).", nil, nil)
+		"Outbox rows not yet published, per outbox table (poller only).", []string{"table"}, nil)
 	sourceUpDesc = prometheus.NewDesc(Namespace+"_source_up",
 		"1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.", nil, nil)
 	activeDesc = prometheus.NewDesc(Namespace+"_active",
@@ -79,15 +79,17 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if stats.backlog != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
-		n, first, err := stats.backlog.Backlog(ctx)
+		backlogs, err := stats.backlog.Backlogs(ctx)
 		cancel()
 		failed := 0.0
 		if err != nil {
 			failed = 1
 		} else {
-			ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(n))
-			if !first.IsZero() && (oldest.IsZero() || first.Before(oldest)) {
-				oldest = first
+			for _, b := range backlogs {
+				ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(b.Events), b.Table)
+				if !b.Oldest.IsZero() && (oldest.IsZero() || b.Oldest.Before(oldest)) {
+					oldest = b.Oldest
+				}
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(backlogErrDesc, prometheus.GaugeValue, failed)

@@ -384,24 +384,45 @@ outboxrelay_source_up 0
 // backlogSource is a poller-like source that knows its backlog.
 type backlogSource struct {
 	fakeSource
-	events int64
-	oldest time.Time
-	err    error
+	backlogs []connector.Backlog
+	err      error
 }
 
-func (s *backlogSource) Backlog(context.Context) (int64, time.Time, error) {
-	return s.events, s.oldest, s.err
+func (s *backlogSource) Backlogs(context.Context) ([]connector.Backlog, error) {
+	return s.backlogs, s.err
 }
 
+// TestBacklog: a series per outbox table, and the oldest of all their
+// events in the age.
 func TestBacklog(t *testing.T) {
 	m, reg, clk := newTestMetrics(t)
-	bs := &backlogSource{events: 42, oldest: clk.now().Add(-time.Minute)}
+	bs := &backlogSource{backlogs: []connector.Backlog{
+		{Table: "sales.outbox", Events: 42, Oldest: clk.now().Add(-time.Minute)},
+		{Table: "billing.outbox", Events: 7, Oldest: clk.now().Add(-2 * time.Minute)},
+	}}
 	m.Source(bs)
-	if got := gauge(t, reg, "outboxrelay_unpublished_events"); got != 42 {
-		t.Errorf("unpublished = %v, want 42", got)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 60 {
-		t.Errorf("oldest age = %v, want 60 from the backlog", got)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "outboxrelay_unpublished_events" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "table" {
+					got[l.GetValue()] = s.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if len(got) != 2 || got["sales.outbox"] != 42 || got["billing.outbox"] != 7 {
+		t.Errorf("unpublished by table = %v, want sales.outbox 42 and billing.outbox 7", got)
+	}
+	if got := gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"); got != 120 {
+		t.Errorf("oldest age = %v, want 120 from billing.outbox's backlog", got)
 	}
 	bs.err = errors.New("table locked")
 	if got := gauge(t, reg, "outboxrelay_backlog_query_errors"); got != 1 {

@@ -42,12 +42,13 @@ type LSNConfirmer interface {
 
 // Backlogger is a source that can count the events it has not yet
 // published (the poller: outbox rows not yet marked or deleted, those in
-// flight included).
+// flight included), per outbox table.
 type Backlogger interface {
-	// Backlog returns how many events are waiting and when the oldest of
-	// them was committed (zero when none waits). It should be one cheap
-	// query; ctx bounds it.
-	Backlog(ctx context.Context) (events int64, oldest time.Time, err error)
+	// Backlogs returns, for each outbox table, how many events are
+	// waiting and when the oldest of them was committed (zero when none
+	// waits, or when the source cannot tell). It should be a cheap query
+	// a table; ctx bounds it.
+	Backlogs(ctx context.Context) ([]connector.Backlog, error)
 }
 
 // Streamer is a source that knows whether it is connected (the CDC
