@@ -47,7 +47,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	failed := false
 	for i, name := range cfg.Outbox.TableNames() {
 		one := *cfg
-		one.Outbox.Table, one.Outbox.Tables = name, nil
+		one.Outbox.Table, one.Outbox.Tables, one.Outbox.Columns = name, nil, cfg.ColumnsOf(name)
 		report := check.Run(ctx, &one, check.WithTimeout(*timeout))
 		if *asJSON {
 			err = report.WriteJSON(stdout)

@@ -123,7 +123,7 @@ func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool
 		role = pc.User
 	}
 	o := initsql.Options{
-		Source: cfg.Source, Schema: schema, Table: table, Columns: cfg.Outbox.Columns,
+		Source: cfg.Source, Schema: schema, Table: table, Columns: cfg.ColumnsOf(name),
 		Database: pc.Database, Role: role,
 	}
 	switch cfg.Source {

@@ -311,3 +311,45 @@ func TestDocsPagesExist(t *testing.T) {
 		t.Errorf("the usage names pages that docs/ lacks: %s", strings.Join(missing, ", "))
 	}
 }
+
+// TestInitSeveralTables: `init` for outbox.tables prints one script that
+// makes each table with its own columns, the publication for all of them,
+// and the role and slot once; it needs no connection to print it.
+func TestInitSeveralTables(t *testing.T) {
+	bin := plain.binary(t)
+	path := filepath.Join(t.TempDir(), "outboxrelay.yaml")
+	cfg := `postgres:
+  url: postgres://relay@db:5432/app
+kafka:
+  brokers: [kafka:9092]
+outbox:
+  tables:
+    - sales.outbox
+    - name: billing.outbox
+      columns: {aggregateid: account_id}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := execute(t, bin, "init", "--config", path)
+	if r.code != 0 {
+		t.Fatalf("init: %s", r)
+	}
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "sales"."outbox" (` + "\n" + `  "id"            uuid`,
+		`"aggregateid"   varchar(255) NOT NULL`,
+		`CREATE TABLE IF NOT EXISTS "billing"."outbox"`,
+		`"account_id"    varchar(255) NOT NULL`,
+		`CREATE PUBLICATION "outboxrelay" FOR TABLE "sales"."outbox"`,
+		`ALTER PUBLICATION "outboxrelay" ADD TABLE "billing"."outbox"`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("init does not print %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, once := range []string{"CREATE ROLE", "pg_create_logical_replication_slot", "GRANT CONNECT"} {
+		if n := strings.Count(r.stdout, once); n != 1 {
+			t.Errorf("%q %d times in the script, want once:\n%s", once, n, r.stdout)
+		}
+	}
+}

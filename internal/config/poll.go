@@ -51,7 +51,7 @@ func (c *Config) PollConfigs() []poller.Config {
 	var pcs []poller.Config
 	for _, t := range c.Outbox.TableNames() {
 		pc := c.PollConfig()
-		pc.Table, pc.Columns = t, c.columnsOf(t)
+		pc.Table, pc.Columns = t, c.ColumnsOf(t)
 		pcs = append(pcs, pc)
 	}
 	return pcs

@@ -99,8 +99,9 @@ func (c *Config) TableColumns() map[string]connector.ColumnMap {
 	return m
 }
 
-// columnsOf are the columns of the outbox table name.
-func (c *Config) columnsOf(name string) connector.ColumnMap {
+// ColumnsOf are the columns of the outbox table name: its own, over
+// outbox.columns.
+func (c *Config) ColumnsOf(name string) connector.ColumnMap {
 	if m, ok := c.TableColumns()[qualified(name)]; ok {
 		return m
 	}
