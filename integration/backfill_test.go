@@ -27,6 +27,7 @@ import (
 // Every event reaches Kafka, each aggregate in commit order once repeats
 // are dropped by id.
 func TestBackfillAfterSlotLost(t *testing.T) {
+	t.Parallel()
 	t.Run("dropped", func(t *testing.T) { testBackfill(t, false) })
 	// Dropped and created again by someone else, past the gap.
 	t.Run("recreated ahead", func(t *testing.T) { testBackfill(t, true) })

@@ -170,6 +170,7 @@ func killFiveTimes(t *testing.T, env ...string) report {
 // the next one fences its transactional id, and the next one resumes
 // right after the committed checkpoint.
 func TestExactlyOnceKilledFiveTimes(t *testing.T) {
+	t.Parallel() // as TestCDCBinaryKilledFiveTimes
 	if rep := killFiveTimes(t, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"); rep.duplicates != 0 {
 		t.Errorf("%d events repeated; with exactly_once a read_committed consumer sees each once", rep.duplicates)
 	}

@@ -100,6 +100,7 @@ func countRows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 // of the work. Small batches make the instances hand buckets back and forth
 // a few hundred times.
 func TestPollParallelInstances(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
 			e := newEnv(t, pollKind)
