@@ -144,7 +144,7 @@ func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, er
 		case err != nil:
 			return false, classify("look up who holds the replication slot", err)
 		case s.backfill != nil && pid != nil:
-			return false, connector.Permanent(fmt.Errorf("%w: session %d streams from replication slot %q; stop the relay using it, then run the backfill", errSlotInUse, *pid, s.cfg.Slot))
+			return false, connector.Permanent(fmt.Errorf("a backfill needs the slot to itself: session %d streams from replication slot %q; stop the relay using it, then run the backfill", *pid, s.cfg.Slot))
 		case pid == nil:
 			s.state.Store(int32(stateDown))
 			if !waitingSince.IsZero() {

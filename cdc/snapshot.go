@@ -184,9 +184,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		}
 		if err := s.readTable(ctx, tx, t, job.filters[t], func(row []connector.Column) error {
 			e := t.columns.NewEvent(row, now, origin)
-			if len(s.tables) > 1 {
-				e.Table = t.qualified
-			}
+			e.Table = t.qualified
 			batch = append(batch, e)
 			bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
 			total++

@@ -632,8 +632,8 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	if err != nil {
 		return fmt.Errorf("parse pgoutput message: %w", err)
 	}
-	rel, tbl, ok := st.ours(id)
-	if !ok || st.skipTxn {
+	rel, tbl := st.ours(id)
+	if tbl == nil || st.skipTxn {
 		return nil
 	}
 	var e connector.Event
@@ -648,9 +648,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		st.cols = cols
 		e = tbl.columns.NewEvent(cols, st.commitTime, st.origin)
 	}
-	if len(st.src.tables) > 1 {
-		e.Table = tbl.qualified
-	}
+	e.Table = tbl.qualified
 	if inv, ok := e.Invalid.(*connector.EventError); ok {
 		st.src.explainMissing(inv, rel, tbl)
 	}
@@ -666,20 +664,20 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	return nil
 }
 
-// ours returns the relation if it is an outbox table, and which one. A
-// publication the user made may cover other tables; their changes are not
-// ours to relay.
-func (st *stream) ours(id uint32) (*pgoutput.Relation, *table, bool) {
+// ours returns the relation and the outbox table it is, or a nil table
+// when it is none. A publication the user made may cover other tables;
+// their changes are not ours to relay.
+func (st *stream) ours(id uint32) (*pgoutput.Relation, *table) {
 	rel, ok := st.rels[id]
 	if !ok {
-		return nil, nil, false
+		return nil, nil
 	}
 	for i := range st.src.tables {
 		if t := &st.src.tables[i]; rel.Namespace == t.schema && rel.Name == t.name {
-			return rel, t, true
+			return rel, t
 		}
 	}
-	return nil, nil, false
+	return nil, nil
 }
 
 // explainMissing says, of an event whose routed column is not in the
@@ -707,7 +705,7 @@ func relColumns(rel *pgoutput.Relation) string {
 // skip counts a change that is not an insert. Logging each one would flood
 // the log of a table that is cleaned with DELETE; once a minute says it.
 func (st *stream) skip(id uint32, op string) {
-	if _, _, ok := st.ours(id); !ok {
+	if _, t := st.ours(id); t == nil {
 		return
 	}
 	n := st.src.skipped.Add(1)

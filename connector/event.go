@@ -34,9 +34,8 @@ type Event struct {
 	// Origin says where the row came from, for errors and logs: the commit
 	// LSN for CDC, the table for the poller.
 	Origin string
-	// Table is the outbox table the row is in, schema.table: the CDC
-	// source names it when it reads several tables, the poller always.
-	// Empty: the one table configured.
+	// Table is the outbox table the row is in, schema.table. Empty: the
+	// one table configured (a source that does not say).
 	Table string
 	// Invalid, when not nil, says why this row is not a valid outbox event
 	// (a required column is NULL, say). The runner does not publish it: it
