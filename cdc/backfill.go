@@ -77,6 +77,9 @@ type BackfillResult struct {
 	Selection string
 	// CreatedSlot: the backfill created the slot.
 	CreatedSlot bool
+	// NothingMissed: asked for the rows after the checkpoint, it found the
+	// slot carrying on from it, and published nothing.
+	NothingMissed bool
 }
 
 // WithBackfill makes the source a backfill (see [Backfill]): it publishes
@@ -110,9 +113,6 @@ func (b *backfillState) done(rows int) {
 		}
 	})
 }
-
-// errSlotInUse stops a backfill whose slot another session streams from.
-var errSlotInUse = errors.New("a backfill needs the slot to itself")
 
 // planBackfill decides, in place of ensureSlot's usual course, what the
 // backfill reads and where streaming then starts.
@@ -158,6 +158,7 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 		// backfill's: its rows are chosen again.
 		if b.Since.IsZero() && !b.All && !kp.SnapshotPending {
 			s.log.Info("the slot carries on from the checkpoint: no event was missed, nothing to backfill", attrs...)
+			b.result.NothingMissed = true
 			b.done(0)
 			return slotPosition{lsn: slot.confirmed}, nil
 		}

@@ -124,8 +124,20 @@ func testBackfill(t *testing.T, recreate bool, env ...string) {
 	<-written
 	rows := readRows(ctx, t, pool, "outbox")
 	c.waitFor(t, rows, 2*time.Minute)
+	// A backfill beside a relay that streams from the slot refuses.
+	out, err = backfill("--timestamp-column", "created_at")
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "a backfill needs the slot to itself") {
+		t.Errorf("backfill while the relay streams: exit code %d, want 1 and a refusal:\n%s", code, out)
+	}
 	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	// Run again once the relay is stopped: the slot carries on from the
+	// checkpoint, and it publishes nothing.
+	waitSlotReleased(ctx, t, pool, name)
+	out, err = backfill("--timestamp-column", "created_at")
+	if err != nil || !strings.Contains(string(out), "no event was missed; nothing published") {
+		t.Errorf("backfill after the recovery: %v; want it to find nothing missed:\n%s", err, out)
 	}
 	if strings.Contains(p.out.String(), "replication slot lost") || strings.Contains(p.out.String(), "created replication slot") {
 		t.Errorf("the relay after the backfill did not carry on from the slot and checkpoint it left:\n%s", p.out.String())

@@ -40,6 +40,25 @@ func openCDC(t testing.TB, cfg cdc.Config) *cdc.Source {
 	return src
 }
 
+// waitSlotReleased waits until no session holds the slot: a stopped
+// relay's walsender may still be on its way out.
+func waitSlotReleased(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var held bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL)`, slot).Scan(&held); err != nil {
+			t.Fatalf("look up slot %s: %v", slot, err)
+		}
+		if !held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s is still held 30s after its relay stopped", slot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitSlotActive waits until a walsender streams from the slot: from then
 // on, every commit is captured.
 func waitSlotActive(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot string) {

@@ -83,20 +83,19 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	switch {
-	case res.Cause == "" && res.Rows == 0 && b.Since.IsZero() && !b.All:
+	if res.NothingMissed {
 		fmt.Fprintln(stdout, "outboxrelay backfill: the slot carries on from the checkpoint, so no event was missed; nothing published. Start the relay.")
-	default:
-		slot := "the slot carries on from where it is"
-		if res.CreatedSlot {
-			slot = "created the slot anew, with the snapshot the rows were read in"
-		}
-		cause := ""
-		if res.Cause != "" {
-			cause = fmt.Sprintf(" (the slot was %s)", res.Cause)
-		}
-		fmt.Fprintf(stdout, "outboxrelay backfill: published %d outbox rows%s: %s. Kafka has them all; %s, and the checkpoint is there. Start the relay: it carries on with no gap.\n",
-			res.Rows, cause, res.Selection, slot)
+		return nil
 	}
+	slot := "the slot carries on from where it is"
+	if res.CreatedSlot {
+		slot = "created the slot anew, with the snapshot the rows were read in"
+	}
+	cause := ""
+	if res.Cause != "" {
+		cause = fmt.Sprintf(" (the slot was %s)", res.Cause)
+	}
+	fmt.Fprintf(stdout, "outboxrelay backfill: published %d outbox rows%s: %s. Kafka has them all; %s, and the checkpoint is there. Start the relay: it carries on with no gap.\n",
+		res.Rows, cause, res.Selection, slot)
 	return nil
 }
