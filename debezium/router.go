@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // RouterConfig says how the [Router] turns an event into a record. Its
@@ -179,12 +180,9 @@ func (c *RouterConfig) compile() (*compiled, error) {
 		names = []string{c.Table}
 	}
 	for _, name := range names {
-		schema, table, ok := strings.Cut(name, ".")
-		if !ok {
-			schema, table = "public", name
-		}
-		if schema == "" || table == "" || strings.Contains(table, ".") {
-			errs = append(errs, fmt.Errorf("outbox.table: %q is not schema.table", name))
+		schema, table, err := pgsql.SplitTable(name)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		out.tables = append(out.tables, schema+"."+table)
 	}
@@ -345,14 +343,14 @@ func (r *Router) Route(e *connector.Event) (connector.Message, error) {
 	return m, nil
 }
 
-// Check reads the outbox table's catalog and reports what the first event
-// would: a permanent error (wrapped by [connector.Permanent]) when the
+// Check reads the outbox tables' catalogs and reports what the first
+// event would: a permanent error (wrapped by [connector.Permanent]) when a
 // table lacks a column the configuration needs or has one the configured
-// formats cannot write; any other error when the catalog could not be
-// read within 30 seconds, which the first event tries again. The relay
-// calls it at start so that a table that can never work stops it then,
-// not at the first event. It keeps nothing: routing reads the catalog on
-// first use, as it is then.
+// formats cannot write; any other error when a catalog could not be read
+// within 30 seconds, which the first event tries again. The relay calls it
+// at start so that a table that can never work stops it then, not at the
+// first event. Routing goes on with the catalogs it read, reading a table's
+// again when a row has a column it does not know.
 func (r *Router) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -362,7 +360,11 @@ func (r *Router) Check(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		errs = append(errs, r.check(t))
+		if err := r.check(t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.metas[name] = &loadedTable{meta: t, at: time.Now()}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return connector.Permanent(err)
