@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 
 	"gopkg.in/yaml.v3"
@@ -83,8 +84,28 @@ func qualified(name string) string {
 	return schema + "." + table
 }
 
-// TableColumns are the columns of each outbox table that differ from
-// outbox.columns, by schema.table; nil when none does.
+// columns are t's columns: its own over outbox.columns.
+func (c *Config) columns(t OutboxTable) connector.ColumnMap {
+	m, over := c.Outbox.Columns, t.Columns
+	m.ID = cmp.Or(over.ID, m.ID)
+	m.AggregateType = cmp.Or(over.AggregateType, m.AggregateType)
+	m.AggregateID = cmp.Or(over.AggregateID, m.AggregateID)
+	m.Type = cmp.Or(over.Type, m.Type)
+	m.Payload = cmp.Or(over.Payload, m.Payload)
+	return m
+}
+
+// routing is t's routing: its own over the routing section.
+func (c *Config) routing(t OutboxTable) connector.Routing {
+	r := c.RunnerConfig().Routing
+	r.TopicPrefix = cmp.Or(t.Routing.TopicPrefix, r.TopicPrefix)
+	r.Topic = cmp.Or(t.Routing.Topic, r.Topic)
+	r.TypeHeader = cmp.Or(t.Routing.TypeHeader, r.TypeHeader)
+	return r
+}
+
+// TableColumns are the columns of each outbox table that sets its own,
+// by schema.table; nil when none does.
 func (c *Config) TableColumns() map[string]connector.ColumnMap {
 	var m map[string]connector.ColumnMap
 	for _, t := range c.Outbox.Tables {
@@ -94,7 +115,7 @@ func (c *Config) TableColumns() map[string]connector.ColumnMap {
 		if m == nil {
 			m = map[string]connector.ColumnMap{}
 		}
-		m[qualified(t.Name)] = overlayColumns(c.Outbox.Columns, t.Columns)
+		m[qualified(t.Name)] = c.columns(t)
 	}
 	return m
 }
@@ -102,50 +123,26 @@ func (c *Config) TableColumns() map[string]connector.ColumnMap {
 // ColumnsOf are the columns of the outbox table name: its own, over
 // outbox.columns.
 func (c *Config) ColumnsOf(name string) connector.ColumnMap {
-	if m, ok := c.TableColumns()[qualified(name)]; ok {
-		return m
+	for _, t := range c.Outbox.Tables {
+		if qualified(t.Name) == qualified(name) {
+			return c.columns(t)
+		}
 	}
 	return c.Outbox.Columns
 }
 
-// overlayColumns is base with the columns over names set.
-func overlayColumns(base, over connector.ColumnMap) connector.ColumnMap {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&base.ID, over.ID)
-	set(&base.AggregateType, over.AggregateType)
-	set(&base.AggregateID, over.AggregateID)
-	set(&base.Type, over.Type)
-	set(&base.Payload, over.Payload)
-	return base
-}
-
-// TableRoutings are the routings of the outbox tables that route
-// differently from the routing section, by schema.table; nil when none does.
+// TableRoutings are the routings of the outbox tables that set their own,
+// by schema.table; nil when none does.
 func (c *Config) TableRoutings() map[string]connector.Routing {
 	var m map[string]connector.Routing
-	base := c.RunnerConfig().Routing
 	for _, t := range c.Outbox.Tables {
 		if t.Routing == (TableRouting{}) {
 			continue
 		}
-		r := base
-		if t.Routing.TopicPrefix != "" {
-			r.TopicPrefix = t.Routing.TopicPrefix
-		}
-		if t.Routing.Topic != "" {
-			r.Topic = t.Routing.Topic
-		}
-		if t.Routing.TypeHeader != "" {
-			r.TypeHeader = t.Routing.TypeHeader
-		}
 		if m == nil {
 			m = map[string]connector.Routing{}
 		}
-		m[qualified(t.Name)] = r
+		m[qualified(t.Name)] = c.routing(t)
 	}
 	return m
 }
@@ -160,13 +157,16 @@ func (c *Config) validateTables() []error {
 		if c.Routing.Debezium.used() {
 			errs = append(errs, fmt.Errorf("outbox.tables: %s sets its own columns or routing, which Debezium's record formats (the Debezium routing keys) do not take per table; give every table the same", t.Name))
 		}
-		if err := overlayColumns(c.Outbox.Columns, t.Columns).WithDefaults().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("outbox.tables: %s: %w", t.Name, err))
-		}
-		if r, ok := c.TableRoutings()[qualified(t.Name)]; ok {
-			if err := r.WithDefaults().Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("outbox.tables: %s: routing: %w", t.Name, err))
+		if t.Columns != (connector.ColumnMap{}) {
+			if err := c.columns(t).WithDefaults().Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("outbox.tables: %s: %w", t.Name, err))
 			}
+		}
+		if t.Routing == (TableRouting{}) {
+			continue
+		}
+		if err := c.routing(t).WithDefaults().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("outbox.tables: %s: routing: %w", t.Name, err))
 		}
 	}
 	return errs
