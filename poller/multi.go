@@ -2,7 +2,8 @@ package poller
 
 import (
 	"context"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 )
@@ -19,28 +20,11 @@ var _ connector.Source = Sources(nil)
 // Run runs every poller until ctx ends or one fails; a failure stops the
 // others, and Run returns the first.
 func (ss Sources) Run(ctx context.Context, out chan<- connector.Batch) error {
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	errs := make(chan error, len(ss))
-	var wg sync.WaitGroup
+	g, ctx := errgroup.WithContext(ctx)
 	for _, s := range ss {
-		wg.Go(func() {
-			err := s.Run(ctx, out)
-			if err != nil {
-				stop()
-			}
-			errs <- err
-		})
+		g.Go(func() error { return s.Run(ctx, out) })
 	}
-	wg.Wait()
-	close(errs)
-	var first error
-	for err := range errs {
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return g.Wait()
 }
 
 // Retries reports whether one of the pollers counts err's event as a
@@ -52,24 +36,6 @@ func (ss Sources) Retries(err error) bool {
 		}
 	}
 	return false
-}
-
-// Delivered is the sum of the pollers' [Source.Delivered].
-func (ss Sources) Delivered() int64 {
-	var n int64
-	for _, s := range ss {
-		n += s.Delivered()
-	}
-	return n
-}
-
-// DeadLettered is the sum of the pollers' [Source.DeadLettered].
-func (ss Sources) DeadLettered() int64 {
-	var n int64
-	for _, s := range ss {
-		n += s.DeadLettered()
-	}
-	return n
 }
 
 // Streaming reports whether every poller is claiming.
