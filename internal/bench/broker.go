@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -114,16 +113,13 @@ func BrokerMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if _, err := fmt.Fprintln(stdout, strings.Join(c.ListenAddrs(), ",")); err != nil {
 		return err
 	}
-	closed := make(chan error, 1)
+	closed := make(chan struct{})
 	go func() {
-		_, err := io.Copy(io.Discard, stdin)
-		closed <- err
+		_, _ = io.Copy(io.Discard, stdin) // until EOF or an error: either way the benchmark is gone
+		close(closed)
 	}()
 	select {
-	case err := <-closed:
-		if err != nil && !errors.Is(err, os.ErrClosed) {
-			return err
-		}
+	case <-closed:
 	case <-ctx.Done():
 	}
 	return nil
