@@ -333,20 +333,7 @@ func TestDeadConnStandbyTakesOver(t *testing.T) {
 	ctx := context.Background()
 	cfg := cdc.Config{URL: url, Table: "public.outbox", Slot: name, Publication: name}
 	first := startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
-	// The walsender's PID: the slot is also active, briefly, in the
-	// session that creates it.
-	var holder int32
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := pool.QueryRow(ctx, `SELECT s.active_pid FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`, name).Scan(&holder)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no walsender streams from slot %s after 30s: %v", name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	holder := slotHolder(ctx, t, pool, name)
 
 	var logs syncBuffer
 	cfg.StatusInterval = 100 * time.Millisecond
@@ -598,19 +585,12 @@ func TestDeadConnPollListenerAlone(t *testing.T) {
 // client has not answered for that long and takes the slot. Here the
 // frozen relay's session would otherwise live for five minutes.
 func TestDeadConnStandbyEndsSilentHolder(t *testing.T) {
-	url := testenv.Postgres(t)
-	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
-	name := uniqueName(t)
+	e := newEnv(t, cdcKind)
+	pool, brokers, name := e.pool, e.brokers, e.name
 	ctx := context.Background()
-	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 5m\n  takeover_after: 2s\n", name, name))
+	cfg := yamlConfig(e.url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 5m\n  takeover_after: 2s\n", name, name))
 	a := runBinary(t, cfg)
-	waitSlotActive(ctx, t, pool, name)
-	var holder int32
-	if err := pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := slotHolder(ctx, t, pool, name)
 	b := runBinary(t, cfg)
 	waitLog(t, b, "as a standby", 30*time.Second)
 

@@ -79,6 +79,22 @@ func debeziumSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot st
 	}
 }
 
+// debeziumDatabase is a new database with the example's outbox table made
+// by ddl (outboxEventDDL, or a variant of it), and the slot and
+// publication as Debezium makes them; it returns the database's URL, a
+// pool on it and the slot's name.
+func debeziumDatabase(ctx context.Context, t *testing.T, ddl string) (string, *pgxpool.Pool, string) {
+	t.Helper()
+	pgURL := testenv.Postgres(t)
+	pool := connectPool(t, pgURL)
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	slot := uniqueName(t)
+	debeziumSlot(ctx, t, pool, slot)
+	return pgURL, pool, slot
+}
+
 func insertOutboxEvent(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int) string {
 	t.Helper()
 	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
@@ -99,13 +115,7 @@ func insertOutboxEvent(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n 
 func TestDebeziumTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pgURL := testenv.Postgres(t)
-	pool := connectPool(t, pgURL)
-	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
-		t.Fatal(err)
-	}
-	slot := uniqueName(t)
-	debeziumSlot(ctx, t, pool, slot)
+	pgURL, pool, slot := debeziumDatabase(ctx, t, outboxEventDDL)
 
 	var ids []string
 	for i := range 30 {
@@ -246,13 +256,7 @@ func TestDebeziumConverters(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			pgURL := testenv.Postgres(t)
-			pool := connectPool(t, pgURL)
-			if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
-				t.Fatal(err)
-			}
-			slot := uniqueName(t)
-			debeziumSlot(ctx, t, pool, slot)
+			pgURL, pool, slot := debeziumDatabase(ctx, t, outboxEventDDL)
 			insertOutboxEvent(ctx, t, pool, 7)
 			_, brokers := testenv.Kafka(t)
 			content := exampleConnector(pgURL, slot, tc.extra)
@@ -335,13 +339,7 @@ func TestDebeziumPassThroughConverters(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			pgURL := testenv.Postgres(t)
-			pool := connectPool(t, pgURL)
-			if _, err := pool.Exec(ctx, strings.Replace(outboxEventDDL, "payload       jsonb", "payload       bytea", 1)); err != nil {
-				t.Fatal(err)
-			}
-			slot := uniqueName(t)
-			debeziumSlot(ctx, t, pool, slot)
+			pgURL, pool, slot := debeziumDatabase(ctx, t, strings.Replace(outboxEventDDL, "payload       jsonb", "payload       bytea", 1))
 			want := insertBinaryPayloads(ctx, t, pool)
 			_, brokers := testenv.Kafka(t)
 			p := runDebeziumBinary(t, "c.json", exampleConnector(pgURL, slot, tc.extra), "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
@@ -458,13 +456,7 @@ func checkBinaryRecords(t *testing.T, recs []*kgo.Record, want map[string][]byte
 func TestDebeziumPassThroughNeedsDelegate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pgURL := testenv.Postgres(t)
-	pool := connectPool(t, pgURL)
-	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
-		t.Fatal(err)
-	}
-	slot := uniqueName(t)
-	debeziumSlot(ctx, t, pool, slot)
+	pgURL, _, slot := debeziumDatabase(ctx, t, outboxEventDDL)
 	_, brokers := testenv.Kafka(t)
 	p := runDebeziumBinary(t, "c.json", exampleConnector(pgURL, slot, `, "value.converter": "io.debezium.converters.BinaryDataConverter"`),
 		"OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
@@ -486,17 +478,9 @@ func TestDebeziumPassThroughNeedsDelegate(t *testing.T) {
 func TestDebeziumSeveralTables(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pgURL := testenv.Postgres(t)
-	pool := connectPool(t, pgURL)
-	if _, err := pool.Exec(ctx, outboxEventDDL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE inventory.invoiceevent (LIKE inventory.outboxevent INCLUDING ALL);
-		ALTER TABLE inventory.invoiceevent ALTER COLUMN payload TYPE text`); err != nil {
-		t.Fatal(err)
-	}
-	slot := uniqueName(t)
-	debeziumSlot(ctx, t, pool, slot)
+	pgURL, pool, slot := debeziumDatabase(ctx, t, outboxEventDDL+`;
+		CREATE TABLE inventory.invoiceevent (LIKE inventory.outboxevent INCLUDING ALL);
+		ALTER TABLE inventory.invoiceevent ALTER COLUMN payload TYPE text`)
 	_, brokers := testenv.Kafka(t)
 	content := strings.Replace(exampleConnector(pgURL, slot, ""), `"table.include.list" : "inventory.outboxevent"`,
 		`"table.include.list" : "inventory.outboxevent,inventory.invoiceevent"`, 1)

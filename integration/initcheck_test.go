@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -160,8 +159,7 @@ func TestInitCheckSeveralTables(t *testing.T) {
 		w := workload{table: table, aggType: []string{"sale", "invoice"}[i], writers: 1, aggregates: 5, events: 50}
 		w.write(ctx, t, pool)
 	}
-	rows := readRows(ctx, t, pool, "sales.outbox")
-	maps.Copy(rows, readRows(ctx, t, pool, "billing.outbox"))
+	rows := readRows(ctx, t, pool, "sales.outbox", "billing.outbox")
 	c := newCollector(t, brokers, "outbox.event.sale", "outbox.event.invoice")
 	c.waitFor(t, rows, time.Minute)
 	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {

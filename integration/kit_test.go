@@ -140,22 +140,26 @@ type row struct {
 	id, aggType, aggID, payload string
 }
 
-func readRows(ctx context.Context, t testing.TB, pool *pgxpool.Pool, table string) map[string]row {
+// readRows reads the rows of the outbox table, and of the more tables
+// given, by id.
+func readRows(ctx context.Context, t testing.TB, pool *pgxpool.Pool, table string, more ...string) map[string]row {
 	t.Helper()
-	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id::text, aggregatetype, aggregateid, payload::text FROM %s`, tableIdent(table)))
-	if err != nil {
-		t.Fatalf("read outbox: %v", err)
-	}
 	out := map[string]row{}
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.aggType, &r.aggID, &r.payload); err != nil {
-			t.Fatalf("scan outbox: %v", err)
+	for _, table := range append([]string{table}, more...) {
+		rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id::text, aggregatetype, aggregateid, payload::text FROM %s`, tableIdent(table)))
+		if err != nil {
+			t.Fatalf("read outbox %s: %v", table, err)
 		}
-		out[r.id] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("read outbox: %v", err)
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.aggType, &r.aggID, &r.payload); err != nil {
+				t.Fatalf("scan outbox %s: %v", table, err)
+			}
+			out[r.id] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("read outbox %s: %v", table, err)
+		}
 	}
 	return out
 }

@@ -59,24 +59,26 @@ func waitSlotReleased(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slo
 	}
 }
 
+// slotHolder waits until a walsender streams from the slot and returns
+// its PID: the slot is also held, briefly, by the session that creates it.
+func slotHolder(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot string) int32 {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var pid int32
+		err := pool.QueryRow(ctx, `SELECT s.active_pid FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`, slot).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no walsender streams from slot %s after 30s: %v", slot, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitSlotActive waits until a walsender streams from the slot: from then
 // on, every commit is captured.
 func waitSlotActive(ctx context.Context, t testing.TB, pool *pgxpool.Pool, slot string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		var active bool
-		// A walsender must stream from it: while the slot is being
-		// created, the creating session holds it too, and commits before
-		// its consistent point are not captured.
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1)`, slot).Scan(&active)
-		if err != nil {
-			t.Fatalf("wait for slot %s: %v", slot, err)
-		}
-		if active {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	slotHolder(ctx, t, pool, slot)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -99,8 +98,7 @@ func TestCDCSeveralTables(t *testing.T) {
 	done := billing.writeInBackground(ctx, t, pool)
 	sales.write(ctx, t, pool)
 	<-done
-	rows := readRows(ctx, t, pool, "sales.outbox")
-	maps.Copy(rows, readRows(ctx, t, pool, "billing.outbox"))
+	rows := readRows(ctx, t, pool, "sales.outbox", "billing.outbox")
 	if len(rows) != 42000 {
 		t.Fatalf("%d rows committed, want 42000", len(rows))
 	}
@@ -203,8 +201,7 @@ func TestPollSeveralTablesTwoInstances(t *testing.T) {
 	p1 = run()
 	<-done
 	<-written
-	rows := readRows(ctx, t, pool, "sales.outbox")
-	maps.Copy(rows, readRows(ctx, t, pool, "billing.outbox"))
+	rows := readRows(ctx, t, pool, "sales.outbox", "billing.outbox")
 	if len(rows) != 20000 {
 		t.Fatalf("%d rows committed, want 20000", len(rows))
 	}
