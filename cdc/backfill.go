@@ -19,15 +19,15 @@ import (
 // from the table itself, and leaves the slot and the checkpoint so that
 // the relay's next start carries on with no gap and nothing lost:
 //
-//   - slot gone or invalidated: it creates the slot with an exported
-//     snapshot (dropping an invalidated one first) and reads the rows in
-//     that snapshot, as cdc.snapshot initial does, so every row committed
-//     after the checkpoint is either in the snapshot or after the slot's
-//     consistent point;
-//   - slot ahead of the checkpoint, or the checkpoint another cluster's:
-//     it reads the rows now and carries on from the slot, so rows
-//     committed after the slot's position come again from the stream,
-//     each aggregate still in order once repeats are dropped by id.
+//   - slot gone or invalidated (whoever wrote the checkpoint): it creates
+//     the slot with an exported snapshot (dropping an invalidated one
+//     first) and reads the rows in that snapshot, as cdc.snapshot initial
+//     does, so every row committed after the checkpoint is either in the
+//     snapshot or after the slot's consistent point;
+//   - slot there but ahead of the checkpoint, or the checkpoint another
+//     cluster's: it reads the rows now and carries on from the slot, so
+//     rows committed after the slot's position come again from the
+//     stream, each aggregate still in order once repeats are dropped by id.
 //
 // Either way the rows go through the same routing and sink before
 // anything the slot streams, and the checkpoint it leaves is this
