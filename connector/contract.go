@@ -26,6 +26,18 @@ type Batch struct {
 	// transaction. A batch may have no events and only a Checkpoint, to
 	// move the checkpoint while nothing is published.
 	Checkpoint func() (*Message, error)
+	// Prepare, when not nil, is for a source that records what was
+	// published in its own store rather than in a checkpoint (the poller
+	// marks its rows in the claim's PostgreSQL transaction). With a
+	// [Transactional] sink the runner commits the Kafka transaction right
+	// after this batch, and calls Prepare once every message of it has
+	// been acknowledged, just before the commit: the source writes its
+	// record there, without committing it, which also proves it still
+	// holds what it read. A non-nil error aborts the Kafka transaction.
+	// Once Done(nil) says the Kafka transaction committed, the source
+	// commits its own. Prepare is called from the runner's goroutine, at
+	// most once, and never without a transactional sink.
+	Prepare func(ctx context.Context) error
 }
 
 // Source reads committed outbox events.

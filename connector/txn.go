@@ -34,6 +34,9 @@ type txnState struct {
 	// open: something was published since the last commit; since when.
 	open  bool
 	since time.Time
+	// prepare are the Prepare hooks of the batches in the open
+	// transaction, called before it commits.
+	prepare []func(context.Context) error
 	// held are the batches with a checkpoint in the open transaction:
 	// each is done only once its checkpoint is committed, even one that
 	// has no events.
@@ -85,6 +88,12 @@ func (tx *txnState) published(ctx context.Context, b Batch, t *tracker) error {
 		tx.open, tx.since = true, time.Now()
 	}
 	tx.mark = b.Checkpoint
+	if b.Prepare != nil {
+		// The source waits for this batch before it reads on: nothing
+		// else will join the transaction, so it commits now.
+		tx.prepare = append(tx.prepare, b.Prepare)
+		return tx.commit(ctx)
+	}
 	return tx.due(ctx, t)
 }
 
@@ -101,9 +110,28 @@ func (tx *txnState) due(ctx context.Context, t *tracker) error {
 }
 
 func (tx *txnState) commit(ctx context.Context) error {
-	m, err := tx.mark()
-	if err != nil {
-		return fmt.Errorf("checkpoint for the Kafka transaction: %w", err)
+	if len(tx.prepare) > 0 {
+		// Every record is acknowledged, so the broker's transaction has
+		// begun, before the source proves it still holds its rows: a
+		// source frozen after that proof finds the transaction timed
+		// out when it wakes (docs/exactly-once.md#the-poller).
+		if err := tx.r.txn.Flush(ctx); err != nil {
+			return fmt.Errorf("flush the Kafka transaction: %w", err)
+		}
+		for _, prepare := range tx.prepare {
+			if err := prepare(ctx); err != nil {
+				return fmt.Errorf("before the Kafka transaction commits: %w", err)
+			}
+		}
+		clear(tx.prepare)
+		tx.prepare = tx.prepare[:0]
+	}
+	var m *Message
+	if tx.mark != nil {
+		var err error
+		if m, err = tx.mark(); err != nil {
+			return fmt.Errorf("checkpoint for the Kafka transaction: %w", err)
+		}
 	}
 	if err := tx.r.txn.Commit(ctx, m); err != nil {
 		return err

@@ -60,5 +60,5 @@ func TestCDCBinaryKilledMidStream(t *testing.T) {
 func TestCDCBinaryKilledFiveTimes(t *testing.T) {
 	// Most of its time is the writer's fixed 15 s: it runs beside others.
 	t.Parallel()
-	killFiveTimes(t)
+	killFiveTimes(t, false)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,17 +101,32 @@ func TestExactlyOnceRefusedBatch(t *testing.T) {
 // killFiveTimes kills the binary with SIGKILL five times, 3s apart, while
 // 30,000 events commit at 2,000 a second (100 aggregates), and checks
 // every record as a read_committed consumer: nothing lost, commit order
-// per aggregate. It returns what the check found.
-func killFiveTimes(t *testing.T, env ...string) report {
+// per aggregate. With poll set, two poller instances run and the one
+// killed alternates. It returns what the check found.
+func killFiveTimes(t *testing.T, poll bool, env ...string) report {
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
 	ctx := context.Background()
-	p := runBinary(t, cfg, env...)
-	waitSlotActive(ctx, t, pool, name)
+	procs := make([]*proc, 1)
+	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
+	if poll {
+		ddl, err := exec.Command(binary(t), "poll-ddl").Output()
+		if err != nil {
+			t.Fatalf("outboxrelay poll-ddl: %v", err)
+		}
+		execSQL(t, url, string(ddl))
+		cfg = yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 500\n")
+		procs = make([]*proc, 2)
+	}
+	for i := range procs {
+		procs[i] = runBinary(t, cfg, env...)
+	}
+	if !poll {
+		waitSlotActive(ctx, t, pool, name)
+	}
 
 	// 20 events every 10ms, each transaction spread over the aggregates,
 	// numbered per aggregate in commit order.
@@ -142,10 +159,11 @@ func killFiveTimes(t *testing.T, env ...string) report {
 		written <- nil
 	}()
 	c := newCollector(t, brokers, "outbox.event.order")
-	for range 5 {
+	for i := range 5 {
 		time.Sleep(3 * time.Second)
-		p.signal(t, syscall.SIGKILL, 10*time.Second)
-		p = runBinary(t, cfg, env...)
+		k := i % len(procs)
+		procs[k].signal(t, syscall.SIGKILL, 10*time.Second)
+		procs[k] = runBinary(t, cfg, env...)
 	}
 	if err := <-written; err != nil {
 		t.Fatalf("write the events: %v", err)
@@ -155,11 +173,18 @@ func killFiveTimes(t *testing.T, env ...string) report {
 		t.Fatalf("%d rows committed, want 30000", len(rows))
 	}
 	c.waitFor(t, rows, 3*time.Minute)
-	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	for i, p := range procs {
+		if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+			t.Errorf("instance %d: exit code %d after SIGTERM, want 0", i+1, code)
+		}
 	}
 	c.settle(300 * time.Millisecond)
 	rep := c.check(t, rows, partitions)
+	if poll {
+		if left := countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
+			t.Errorf("%d rows left unpublished", left)
+		}
+	}
 	t.Logf("%d records for %d events after five SIGKILLs: %d repeated (%.1f%%)",
 		rep.records, len(rows), rep.duplicates, 100*float64(rep.duplicates)/float64(len(rows)))
 	return rep
@@ -171,8 +196,24 @@ func killFiveTimes(t *testing.T, env ...string) report {
 // right after the committed checkpoint.
 func TestExactlyOnceKilledFiveTimes(t *testing.T) {
 	t.Parallel() // as TestCDCBinaryKilledFiveTimes
-	if rep := killFiveTimes(t, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"); rep.duplicates != 0 {
+	if rep := killFiveTimes(t, false, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"); rep.duplicates != 0 {
 		t.Errorf("%d events repeated; with exactly_once a read_committed consumer sees each once", rep.duplicates)
+	}
+}
+
+// Two poller instances with exactly_once, each SIGKILLed in turn: each
+// instance publishes in its own Kafka transactions and marks its rows in
+// the claim's PostgreSQL transaction just before the Kafka one commits,
+// then commits that one. What a killed instance had not committed in
+// Kafka is aborted by the broker and claimed again; what it had committed
+// in Kafka but not in PostgreSQL (one COMMIT round trip) would be claimed
+// and published again, the one window left open: a kill lands in it
+// seldom, and each such kill repeats at most one claim (batch_size).
+func TestExactlyOncePollKilled(t *testing.T) {
+	t.Parallel() // as TestCDCBinaryKilledFiveTimes
+	rep := killFiveTimes(t, true, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once")
+	if rep.duplicates > 5*500 {
+		t.Errorf("%d events repeated; five kills can each repeat at most one claim of 500", rep.duplicates)
 	}
 }
 
@@ -250,4 +291,85 @@ func waitLog(t *testing.T, p *proc, text string, timeout time.Duration) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Two poller instances with exactly_once; one is frozen (SIGSTOP) just as
+// it asks the broker to commit a claim's Kafka transaction, after its
+// claim proved it still held its rows, and stays frozen longer than
+// PostgreSQL lets the claim's session idle (4 x postgres.query_timeout).
+// The other takes its buckets over and publishes their rows; then it
+// wakes, and its commit request reaches the broker. The transaction has
+// timed out meanwhile (the poller's transaction timeout is half that idle
+// time), so nothing the frozen one wrote is visible to a read_committed
+// consumer: every event once, in order.
+func TestExactlyOncePollFrozenInstance(t *testing.T) {
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	cluster, brokers := testenv.Kafka(t)
+	ctx := context.Background()
+	ddl, err := exec.Command(binary(t), "poll-ddl").Output()
+	if err != nil {
+		t.Fatalf("outboxrelay poll-ddl: %v", err)
+	}
+	execSQL(t, url, string(ddl))
+	// A claim's session may idle 4s; a Kafka transaction lasts at most 2s.
+	cfg := yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 200\n")
+	cfg = strings.Replace(cfg, "postgres:\n", "postgres:\n  query_timeout: 1s\n", 1)
+	env := "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"
+	a, b := runBinary(t, cfg, env), runBinary(t, cfg, env)
+	waitLog(t, a, "transactional_id=", 30*time.Second)
+	id := regexp.MustCompile(`transactional_id=(\S+)`).FindStringSubmatch(a.out.String())[1]
+
+	w := workload{table: "outbox", writers: 2, aggregates: 20, events: 4000, txnSize: 2}
+	written := w.writeInBackground(ctx, t, pool)
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.readAtLeast(ctx, t, 400, time.Minute)
+	frozen, wake := make(chan struct{}), make(chan struct{})
+	cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if r := req.(*kmsg.EndTxnRequest); r.TransactionalID != id || !r.Commit {
+			return nil, nil, false
+		}
+		cluster.DropControl()
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Error(err)
+		}
+		close(frozen)
+		// The request waits, as if sent when the instance wakes.
+		cluster.SleepControl(func() { <-wake })
+		return nil, nil, false
+	})
+	select {
+	case <-frozen:
+	case <-time.After(time.Minute):
+		t.Fatal("the instance never committed a Kafka transaction")
+	}
+	<-written
+	// Only the other instance runs: once PostgreSQL has ended the frozen
+	// one's claim, it publishes every row, the frozen one's buckets too.
+	deadline := time.Now().Add(time.Minute)
+	for countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rows still unpublished a minute after the writes, with one instance frozen:\n%s", lastLines(b.out.String(), 10))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	close(wake)
+	w.seqBase = 4000 / 20
+	w.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	c.settle(time.Second)
+	if rep := c.check(t, rows, partitions); rep.duplicates != 0 {
+		t.Errorf("%d records repeated; the frozen instance's Kafka transaction must have timed out before its rows were claimed again", rep.duplicates)
+	}
+	for name, p := range map[string]*proc{"woken": a, "other": b} {
+		if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+			t.Errorf("the %s instance exited %d after SIGTERM, want 0:\n%s", name, code, lastLines(p.out.String(), 10))
+		}
+	}
+	t.Logf("the woken instance:\n%s", lastLines(a.out.String(), 8))
 }

@@ -122,48 +122,124 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 
 	// done is buffered: Done must not block, and is called once.
 	done := make(chan error, 1)
+	// In a Kafka transaction (kafka.delivery exactly_once), the runner asks
+	// for the mark just before it commits (Batch.Prepare); this goroutine
+	// runs it on the claim's connection, which only it uses.
+	prepare := make(chan chan error)
+	gone := make(chan struct{})
+	defer close(gone)
+	batch := connector.Batch{Events: events, Done: func(err error) { done <- err },
+		Prepare: func(pctx context.Context) error {
+			reply := make(chan error, 1)
+			select {
+			case prepare <- reply:
+			case <-gone:
+				return errClaimGone
+			case <-pctx.Done():
+				return pctx.Err()
+			}
+			select {
+			case err := <-reply:
+				return err
+			case <-pctx.Done():
+				return pctx.Err()
+			}
+		}}
 	select {
-	case c.out <- connector.Batch{Events: events, Done: func(err error) { done <- err }}:
+	case c.out <- batch:
 	case <-ctx.Done():
 		// Not received: the rows go back with the rollback.
 		return res, ctx.Err()
-	}
-	var result error
-	select {
-	case result = <-done:
-	case <-ctx.Done():
-		// The runner calls Done before it stops the source; take it if it
-		// came at the same moment, else the batch is abandoned.
-		select {
-		case result = <-done:
-		default:
-			return res, ctx.Err()
-		}
 	}
 
 	// Kafka has the batch (or will not): finish even if ctx is cancelled
 	// now, so that a graceful stop records what was published.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Network.QueryTimeout)
 	defer fcancel()
+	var result error
+	marked := false
+wait:
+	for {
+		select {
+		case reply := <-prepare:
+			err := c.markBeforeCommit(fctx, tx, tids)
+			marked = err == nil
+			reply <- err
+		case result = <-done:
+			break wait
+		case <-ctx.Done():
+			// The runner calls Done before it stops the source; take it if
+			// it came at the same moment, else the batch is abandoned.
+			select {
+			case result = <-done:
+				break wait
+			default:
+				return res, ctx.Err()
+			}
+		}
+	}
+
 	if result != nil {
 		finished = true
+		if marked {
+			// The Kafka transaction aborted after the mark: undo the mark,
+			// so that the failure is recorded on the rows as they were.
+			if _, err := tx.Exec(fctx, "ROLLBACK TO SAVEPOINT "+markSavepoint); err != nil {
+				_ = tx.Rollback(fctx)
+				return claimResult{failed: true}, classify("undo the mark of an aborted Kafka transaction", err)
+			}
+		}
 		return claimResult{failed: true}, c.fail(fctx, tx, events, tids, result)
 	}
-	var markSQL string
-	if s.cfg.Mode == ModeDelete {
-		markSQL = fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY($1::text[]::tid[])`, n.tbl)
-	} else {
-		markSQL = fmt.Sprintf(`UPDATE %s SET %s = now() WHERE ctid = ANY($1::text[]::tid[])`, n.tbl, n.published)
-	}
-	if _, err := tx.Exec(fctx, markSQL, tids); err != nil {
-		return res, classify(fmt.Sprintf("%s %d published rows (they will be published again)", markVerb(s.cfg.Mode), len(tids)), err)
+	if !marked {
+		if _, err := tx.Exec(fctx, c.markSQL(), tids); err != nil {
+			return res, classify(fmt.Sprintf("%s %d published rows (they will be published again)", markVerb(s.cfg.Mode), len(tids)), err)
+		}
 	}
 	finished = true
 	if err := tx.Commit(fctx); err != nil {
+		if marked {
+			// The one window exactly_once leaves open: the Kafka
+			// transaction committed, PostgreSQL's did not.
+			s.log.Warn("Kafka committed these events but PostgreSQL did not commit their mark: they will be published again, and read_committed consumers will see them twice (docs/exactly-once.md#the-poller)",
+				"table", s.cfg.Table, "events", len(events), "first_event_id", events[0].ID, "err", err)
+		}
 		return res, classify(fmt.Sprintf("commit %d published rows (they will be published again)", len(tids)), err)
 	}
 	s.delivered.Add(int64(len(events)))
 	return claimResult{delivered: len(events)}, nil
+}
+
+// errClaimGone is Prepare's answer when its claim has already ended.
+var errClaimGone = errors.New("the claim ended before the Kafka transaction could commit; its rows are claimed again")
+
+// markSavepoint is where a mark made before a Kafka commit is undone when
+// that commit fails.
+const markSavepoint = "outboxrelay_mark"
+
+// markSQL marks or deletes the rows whose ctids are $1.
+func (c *claimer) markSQL() string {
+	n := &c.src.n
+	if c.src.cfg.Mode == ModeDelete {
+		return fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY($1::text[]::tid[])`, n.tbl)
+	}
+	return fmt.Sprintf(`UPDATE %s SET %s = now() WHERE ctid = ANY($1::text[]::tid[])`, n.tbl, n.published)
+}
+
+// markBeforeCommit marks the claim's rows, in one round trip, after a
+// savepoint, just before the Kafka transaction that holds their events
+// commits. That it succeeds shows the claim still holds its rows and
+// buckets: a poller frozen since its claim began may have lost them to
+// another instance when PostgreSQL ended its idle session, and must not
+// commit what the other publishes too.
+func (c *claimer) markBeforeCommit(ctx context.Context, tx pgx.Tx, tids []string) error {
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT " + markSavepoint)
+	b.Queue(c.markSQL(), tids)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return classify(fmt.Sprintf("%s %d rows before their Kafka transaction commits (they will be claimed again)", markVerb(c.src.cfg.Mode), len(tids)), err)
+	}
+	return nil
 }
 
 func markVerb(mode string) string {

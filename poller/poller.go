@@ -265,6 +265,17 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 // for its client: four query timeouts, two minutes by default.
 func idleInTxTimeout(n pgsql.Network) time.Duration { return 4 * n.QueryTimeout }
 
+// MaxTransactionTimeout is the longest Kafka transaction timeout with
+// which the poller publishes exactly once (kafka.delivery exactly_once):
+// half the time after which PostgreSQL ends a claim whose client has gone
+// quiet. An instance frozen after its claim proved it still held its rows
+// (Batch.Prepare) then finds, when it wakes, its Kafka transaction already
+// aborted by the broker, before any other instance could claim those rows.
+func MaxTransactionTimeout(n pgsql.Network) time.Duration {
+	n.SetDefaults()
+	return idleInTxTimeout(n) / 2
+}
+
 func closeConn(ctx context.Context, conn *pgx.Conn) {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

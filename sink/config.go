@@ -52,6 +52,13 @@ type Config struct {
 	// Every instance of one relay uses the same id, so the one that takes
 	// over fences the others. Default empty: no transactions.
 	TransactionalID string `yaml:"transactional_id"`
+	// TransactionTimeout is how long the broker lets a transaction stay
+	// open before it aborts it: longer than any commit interval, short
+	// enough that a relay frozen mid-transaction (SIGSTOP, a long GC
+	// pause) does not hold read_committed consumers back for long. The
+	// poller needs it shorter than the time after which PostgreSQL ends a
+	// frozen instance's claim. Default 30s.
+	TransactionTimeout time.Duration `yaml:"-"`
 }
 
 func (c *Config) SetDefaults() {
@@ -66,6 +73,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = 32 << 20
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 30 * time.Second
 	}
 }
 
@@ -97,6 +107,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRecordBytes > 0 && c.MaxBufferedBytes > 0 && c.MaxRecordBytes > c.MaxBufferedBytes {
 		errs = append(errs, fmt.Errorf("kafka.max_record_bytes (%d) is larger than kafka.max_buffered_bytes (%d); such a record could never be buffered", c.MaxRecordBytes, c.MaxBufferedBytes))
+	}
+	if c.TransactionTimeout < time.Second {
+		// The broker counts it in milliseconds, and refuses less than 1s.
+		errs = append(errs, fmt.Errorf("kafka transaction timeout: %s is less than 1s", c.TransactionTimeout))
 	}
 	errs = append(errs, c.validateSecurity()...)
 	return errors.Join(errs...)

@@ -112,7 +112,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	lim := &limits{fixed: cfg.MaxRecordBytes}
 	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
 	if cfg.TransactionalID != "" {
-		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(transactionTimeout))
+		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
 	cl, err := kgo.NewClient(append(kopts, o.kgos...)...)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,12 +21,6 @@ import (
 // once, and dooms the transaction.
 
 var _ connector.Transactional = (*Sink)(nil)
-
-// transactionTimeout is how long the broker lets a transaction stay open
-// before it aborts it: longer than any commit interval, short enough that
-// a relay frozen mid-transaction (SIGSTOP, a long GC pause) does not hold
-// read_committed consumers back for long. A successor fences it at once.
-const transactionTimeout = 30 * time.Second
 
 var errAborted = errors.New("the Kafka transaction was aborted")
 
@@ -135,7 +128,7 @@ func (s *Sink) failTxn(ctx context.Context, err error) error {
 func fenced(err error) error {
 	switch {
 	case errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch):
-		return connector.Permanent(fmt.Errorf("%w; another instance of this relay took over its transactional id, so this one stops: restarted, it waits as a standby", err))
+		return connector.Permanent(fmt.Errorf("%w; another instance of this relay took over its transactional id, so this one stops: restarted, a CDC relay waits as a standby and a poller takes a free instance number", err))
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return connector.Permanent(err)
 	}

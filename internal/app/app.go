@@ -14,6 +14,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/debezium"
 	"github.com/outboxrelay/outboxrelay/internal/buildinfo"
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
@@ -70,11 +71,30 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if err != nil {
 		return err
 	}
-	snk, err := sink.New(cfg.SinkConfig(), append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
+	sc := cfg.SinkConfig()
+	var inst *poller.Instance
+	if cfg.Source == "poll" && sc.TransactionalID != "" {
+		if inst, err = takeInstance(ctx, cfg, sc.TransactionalID, log); err != nil || inst == nil {
+			return err
+		}
+		defer inst.Release(context.WithoutCancel(ctx))
+		sc.TransactionalID = inst.TransactionalID(sc.TransactionalID)
+		log.Info("publishing in Kafka transactions of this instance's own", "component", "app", "instance", inst.Number, "transactional_id", sc.TransactionalID, "transaction_timeout", sc.TransactionTimeout)
+	}
+	snk, err := sink.New(sc, append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
 	if err != nil {
 		return err
 	}
 	defer snk.Close()
+	if inst != nil {
+		// A predecessor that died with this number may have left a
+		// transaction open, which holds read_committed consumers back
+		// until it times out: fence it now rather than at the first
+		// transaction, which may be a while in an idle outbox.
+		if err := snk.Fence(ctx); err != nil {
+			log.Warn("could not fence a previous instance's transactional id at start; the first transaction will", "component", "app", "err", err)
+		}
+	}
 
 	var src connector.Source
 	var retry func(error) bool

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/poller"
@@ -46,6 +48,28 @@ func runRetrying(ctx context.Context, run func(context.Context) error, retry fun
 		case <-ctx.Done():
 			return nil
 		case <-time.After(retryPause):
+		}
+	}
+}
+
+// takeInstance takes this poller instance's number (poller.Instance), for
+// its own transactional id under prefix. PostgreSQL not answering is
+// waited for, as the sources do, until ctx is cancelled (then it returns
+// nil, nil).
+func takeInstance(ctx context.Context, cfg *config.Config, prefix string, log *slog.Logger) (*poller.Instance, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 500*time.Millisecond, 30*time.Second, 0
+	for {
+		inst, err := poller.TakeInstance(ctx, cfg.Postgres.URL, cfg.Postgres.Network(), prefix)
+		if err == nil || connector.IsPermanent(err) {
+			return inst, err
+		}
+		wait := bo.NextBackOff()
+		log.Warn("could not take a poller instance number; trying again", "component", "app", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(wait):
 		}
 	}
 }

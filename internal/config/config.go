@@ -16,6 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
@@ -260,7 +261,7 @@ func (c *Config) Validate() error {
 	case "", AtLeastOnce:
 	case ExactlyOnce:
 		if c.Source == "poll" {
-			errs = append(errs, fmt.Errorf("kafka.delivery: exactly_once works with source cdc; the poller publishes at least once (docs/exactly-once.md)"))
+			errs = append(errs, c.validatePollExactlyOnce()...)
 		}
 	default:
 		errs = append(errs, fmt.Errorf("kafka.delivery: %q is neither %s nor %s", c.Kafka.Delivery, AtLeastOnce, ExactlyOnce))
@@ -329,7 +330,17 @@ func (c *Config) SinkConfig() sink.Config {
 		SASL:               c.Kafka.SASL.sink(),
 		AllowPlaintextSASL: c.Kafka.AllowPlaintextSASL,
 		TransactionalID:    c.TransactionalID(),
+		TransactionTimeout: c.transactionTimeout(),
 	}
+}
+
+// transactionTimeout is the Kafka transaction timeout: the sink's default,
+// or shorter where the poller needs it so.
+func (c *Config) transactionTimeout() time.Duration {
+	if c.Source != "poll" || c.Kafka.Delivery != ExactlyOnce {
+		return 0
+	}
+	return min(30*time.Second, poller.MaxTransactionTimeout(c.Postgres.Network()))
 }
 
 // What kafka.delivery may be.
@@ -340,7 +351,9 @@ const (
 
 // TransactionalID is the sink's transactional id with kafka.delivery
 // exactly_once, else empty: kafka.transactional_id, or one made of the
-// database and the slot, which every instance of the relay shares.
+// database and the slot, which every instance of the relay shares. With
+// the poller it is the prefix of each instance's own id
+// (poller.Instance), by default outboxrelay-poll-<database>.
 func (c *Config) TransactionalID() string {
 	if c.Kafka.Delivery != ExactlyOnce {
 		return ""
@@ -348,13 +361,32 @@ func (c *Config) TransactionalID() string {
 	if c.Kafka.TransactionalID != "" {
 		return c.Kafka.TransactionalID
 	}
-	cc := c.CDCConfig()
-	cc.SetDefaults()
 	db := ""
 	if pc, err := pgconn.ParseConfig(c.Postgres.URL); err == nil {
 		db = pc.Database
 	}
+	if c.Source == "poll" {
+		return "outboxrelay-poll-" + db
+	}
+	cc := c.CDCConfig()
+	cc.SetDefaults()
 	return "outboxrelay-" + db + "-" + cc.Slot
+}
+
+// validatePollExactlyOnce checks what the poller needs to publish exactly
+// once: that PostgreSQL ends a frozen instance's claim only after the
+// broker has aborted its Kafka transaction.
+func (c *Config) validatePollExactlyOnce() []error {
+	var errs []error
+	if pc, err := pgconn.ParseConfig(c.Postgres.URL); err == nil {
+		if v, ok := pc.RuntimeParams["idle_in_transaction_session_timeout"]; ok {
+			errs = append(errs, fmt.Errorf("postgres.url sets idle_in_transaction_session_timeout=%s: with source poll and kafka.delivery exactly_once the poller sets it itself, to 4 x postgres.query_timeout, so that the broker aborts a frozen instance's Kafka transaction before PostgreSQL hands its rows to another; remove it from the URL", v))
+		}
+	}
+	if poller.MaxTransactionTimeout(c.Postgres.Network()) < time.Second {
+		errs = append(errs, fmt.Errorf("postgres.query_timeout %s: with source poll and kafka.delivery exactly_once it must be at least 500ms, so that a Kafka transaction may last at least 1s (half of 4 x postgres.query_timeout)", c.Postgres.QueryTimeout))
+	}
+	return errs
 }
 
 // RunnerConfig is the runner's part of c.
