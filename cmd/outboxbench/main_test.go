@@ -38,7 +38,7 @@ func TestSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run([]string{
 		"-events", "3000", "-txn-max", "20", "-writers", "2",
-		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,poll",
+		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,poll,poll-eos",
 		// The broker in a process of its own, and PostgreSQL's own WAL
 		// settings: the paths the plain run does not take.
 		"-broker-process", "-wal-defaults",
@@ -80,12 +80,12 @@ func TestSmoke(t *testing.T) {
 	for _, d := range rep.Drains {
 		drains = append(drains, fmt.Sprintf("%s x%d", d.Source, d.Instances))
 	}
-	if got := strings.Join(drains, ", "); got != "cdc x1, cdc-eos x1, poll x1, poll x2" {
-		t.Fatalf("drains %s, want cdc x1, cdc-eos x1, poll x1, poll x2", got)
+	if got, want := strings.Join(drains, ", "), "cdc x1, cdc-eos x1, poll x1, poll x2, poll-eos x1, poll-eos x2"; got != want {
+		t.Fatalf("drains %s, want %s", got, want)
 	}
 	for _, d := range rep.Drains {
 		// A transactional drain's count holds the commit markers too.
-		if d.Events != 3000 && (d.Source != "cdc-eos" || d.Events < 3000) {
+		if d.Events != 3000 && (!strings.HasSuffix(d.Source, "-eos") || d.Events < 3000) {
 			t.Errorf("%s drain: the broker holds %d records for 3000 events", d.Source, d.Events)
 		}
 		if d.Rate <= 0 || d.PeakRSSMiB <= 0 || d.RatioRecvlogical != d.Rate/c.RecvlogicalRate || d.RatioRawIngest != d.Rate/c.RawIngestRate {
@@ -101,8 +101,12 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	if len(rep.Latency) != 3 || rep.Latency[0].Source != "cdc" || rep.Latency[1].Source != "cdc-eos" || rep.Latency[2].Source != "poll" {
-		t.Fatalf("want latency of cdc, cdc-eos and poll at one rate, got %+v", rep.Latency)
+	var sources []string
+	for _, l := range rep.Latency {
+		sources = append(sources, l.Source)
+	}
+	if got, want := strings.Join(sources, ", "), "cdc, cdc-eos, poll, poll-eos"; got != want {
+		t.Fatalf("latency of %s, want %s at one rate: %+v", got, want, rep.Latency)
 	}
 	for _, l := range rep.Latency {
 		if l.TargetRate != 400 || l.Events != 400 || l.Rate <= 0 || l.PeakRSSMiB <= 0 {

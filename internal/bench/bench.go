@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	// Steady-state events are numbered after the backlog's.
 	r.nextSeq = cfg.Events
-	for _, k := range []liveKind{cdcLive, cdcEOSLive, pollLive} {
+	for _, k := range []liveKind{cdcLive, cdcEOSLive, pollLive, pollEOSLive} {
 		if len(cfg.Rates) == 0 || !cfg.measures(k.name) {
 			continue
 		}
@@ -308,7 +308,7 @@ func (r *run) measureDrains(ctx context.Context) error {
 
 	// The sources that consume their table get copies of the backlog, made
 	// now that no slot decodes the WAL the copies write.
-	for _, k := range []drainKind{pollDrain(1), pollDrain(2)} {
+	for _, k := range []drainKind{pollDrain(1), pollDrain(2), pollEOSDrain(1), pollEOSDrain(2)} {
 		if !r.cfg.measures(k.name) {
 			continue
 		}

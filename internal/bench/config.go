@@ -111,8 +111,8 @@ func (c *Config) Validate() error {
 		positive("rates", r)
 	}
 	for _, src := range c.Sources {
-		if src != "cdc" && src != "poll" && src != "cdc-eos" {
-			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos or poll", src))
+		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" {
+			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, poll or poll-eos", src))
 		}
 	}
 	if c.RateDuration <= 0 {

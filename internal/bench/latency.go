@@ -58,6 +58,16 @@ var pollLive = liveKind{
 	source: pollSource("outbox_live_poll"),
 }
 
+// pollEOSLive is pollLive publishing in Kafka transactions, measured by a
+// read_committed consumer.
+var pollEOSLive = liveKind{
+	name:     "poll-eos",
+	table:    "outbox_live_poll_eos",
+	create:   func(ctx context.Context, r *run, table string) error { return r.createPollTable(ctx, table) },
+	source:   pollSource("outbox_live_poll_eos"),
+	delivery: "exactly_once",
+}
+
 // latency runs the kind's relay against a broker that keeps records,
 // commits events at each rate in turn and measures, for every event, the
 // time from its COMMIT returning to a consumer fetching its record.

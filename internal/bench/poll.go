@@ -23,6 +23,17 @@ func pollDrain(n int) drainKind {
 	}
 }
 
+// pollEOSDrain is pollDrain publishing in Kafka transactions
+// (kafka.delivery exactly_once), each instance in its own.
+func pollEOSDrain(n int) drainKind {
+	k := pollDrain(n)
+	table := fmt.Sprintf("outbox_poll_eos%d", n)
+	k.name, k.delivery = "poll-eos", "exactly_once"
+	k.prepare = func(ctx context.Context, r *run) (string, error) { return table, r.copyBacklog(ctx, table) }
+	k.source = func(*run, int) string { return pollSource(table) }
+	return k
+}
+
 // pollSource is the relay configuration of a poller with default settings
 // (mark mode) and the table's own notification channel.
 func pollSource(table string) string {

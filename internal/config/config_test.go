@@ -213,3 +213,58 @@ func TestOutboxTableOverrides(t *testing.T) {
 		}
 	}
 }
+
+// The poller publishes exactly once under an id prefix per relay, in
+// transactions that time out before PostgreSQL ends a frozen claim; what
+// would break that ordering is refused.
+func TestPollExactlyOnce(t *testing.T) {
+	const poll = `
+postgres:
+  url: %s
+source: poll
+kafka:
+  brokers: [kafka:9092]
+  delivery: exactly_once
+`
+	load := func(url string, env ...string) (*Config, error) {
+		return Load(writeFile(t, strings.Replace(poll, "%s", url, 1)), env)
+	}
+	c, err := load("postgres://relay@db/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := c.SinkConfig(); sc.TransactionalID != "outboxrelay-poll-app" || sc.TransactionTimeout != 30*time.Second {
+		t.Errorf("transactional id %q, timeout %s; want the prefix outboxrelay-poll-app and 30s (under 4 x 30s / 2)", sc.TransactionalID, sc.TransactionTimeout)
+	}
+	c, err = load("postgres://relay@db/app", "OUTBOXRELAY_POSTGRES_QUERY_TIMEOUT=2s", "OUTBOXRELAY_KAFKA_TRANSACTIONAL_ID=orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := c.SinkConfig(); sc.TransactionalID != "orders" || sc.TransactionTimeout != 4*time.Second {
+		t.Errorf("transactional id %q, timeout %s; want the prefix orders and 4s (half of 4 x 2s)", sc.TransactionalID, sc.TransactionTimeout)
+	}
+	for name, tc := range map[string]struct {
+		url, env, want string
+	}{
+		"idle timeout in the URL": {url: "postgres://relay@db/app?idle_in_transaction_session_timeout=1000", want: "postgres.url sets idle_in_transaction_session_timeout=1000"},
+		"query timeout too short": {url: "postgres://relay@db/app", env: "OUTBOXRELAY_POSTGRES_QUERY_TIMEOUT=400ms", want: "postgres.query_timeout 400ms"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var env []string
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			if _, err := load(tc.url, env...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v; want it to say %q", err, tc.want)
+			}
+		})
+	}
+	// The CDC relay's id is shared by its instances, and its timeout the sink's default.
+	c, err = Load(writeFile(t, issueExample), []string{"OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := c.SinkConfig(); sc.TransactionalID != "outboxrelay-app-outboxrelay" || sc.TransactionTimeout != 0 {
+		t.Errorf("transactional id %q, timeout %s; want outboxrelay-app-outboxrelay and the sink's default", sc.TransactionalID, sc.TransactionTimeout)
+	}
+}
