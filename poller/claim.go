@@ -152,17 +152,21 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 		return res, ctx.Err()
 	}
 
-	// Kafka has the batch (or will not): finish even if ctx is cancelled
-	// now, so that a graceful stop records what was published.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Network.QueryTimeout)
-	defer fcancel()
+	// From here on, the claim finishes even if ctx is cancelled, so that a
+	// graceful stop records what was published; each step gets its own
+	// query timeout, however long Kafka took.
+	finish := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Network.QueryTimeout)
+	}
 	var result error
 	marked := false
 wait:
 	for {
 		select {
 		case reply := <-prepare:
-			err := c.markBeforeCommit(fctx, tx, tids)
+			mctx, mcancel := finish()
+			err := c.markBeforeCommit(mctx, tx, tids)
+			mcancel()
 			marked = err == nil
 			reply <- err
 		case result = <-done:
@@ -179,6 +183,9 @@ wait:
 		}
 	}
 
+	// Kafka has the batch (or will not).
+	fctx, fcancel := finish()
+	defer fcancel()
 	if result != nil {
 		finished = true
 		if marked {

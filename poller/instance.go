@@ -19,7 +19,10 @@ import (
 // transactional id <prefix>-<number>: instances never fence each other,
 // and an instance started after one died most often takes the dead one's
 // number and fences it at once (its open transaction is aborted, which
-// frees read_committed consumers without waiting for its timeout).
+// frees read_committed consumers without waiting for its timeout). Should
+// the connection that holds the number be lost, another instance may take
+// the number and fence this one, whose next transaction then fails as
+// fenced: it stops, and restarted takes a free number.
 type Instance struct {
 	Number int
 	conn   *pgx.Conn
@@ -51,11 +54,11 @@ func TakeInstance(ctx context.Context, url string, network pgsql.Network, prefix
 	var n int
 	err = conn.QueryRow(qctx, `SELECT k FROM generate_series(0, $2::int4 - 1) AS k WHERE pg_try_advisory_lock($1::int4, k) LIMIT 1`,
 		lockKey("outboxrelay poll instance "+prefix), MaxInstances).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = connector.Permanent(fmt.Errorf("%d instances of this relay already run (transactional id prefix %q)", MaxInstances, prefix))
-	}
 	if err != nil {
 		closeConn(ctx, conn)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, connector.Permanent(fmt.Errorf("%d instances of this relay already run (transactional id prefix %q)", MaxInstances, prefix))
+		}
 		return nil, classify("take an instance number", err)
 	}
 	return &Instance{Number: n, conn: conn}, nil
