@@ -526,7 +526,7 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 }
 
 // TestDeadConnPollListenerAlone silences only the poller's listening
-// connection (the second it opens, after the claiming one). Nothing fails
+// connection (the last it opens, after the claiming ones). Nothing fails
 // on it, and no notification comes: after a quiet query timeout the poller
 // checks it with a round trip, warns that it lost it, and listens on a new
 // one, while the claims go on polling; every event arrives.
@@ -545,15 +545,15 @@ func TestDeadConnPollListenerAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	startRelay(t, src, brokers, connector.RunnerConfig{}, sink.Config{})
-	// The poller opens its claiming connection, then its listening one
-	// (poller.Source.run). Under load a first attempt can fail and be
-	// restarted, so which connections those are is not known in advance:
-	// once polling has started and both are open, the newer is the
-	// listener.
+	// The poller opens its claiming connections (poll.claims, 2), then
+	// its listening one (poller.Source.run). Under load a first attempt
+	// can fail and be restarted, so which connections those are is not
+	// known in advance: once polling has started and all are open, the
+	// newest is the listener.
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "polling started") || proxy.open() != 2 {
+	for !strings.Contains(logs.String(), "polling started") || proxy.open() != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30s the poller has %d connections open (want its claiming and listening ones):\n%s", proxy.open(), logs.String())
+			t.Fatalf("after 30s the poller has %d connections open (want its two claiming and its listening one):\n%s", proxy.open(), logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -20,9 +20,20 @@ type claimer struct {
 	conn *pgx.Conn
 	meta *tableMeta
 	out  chan<- connector.Batch
+	// wake is shared by the instance's claim loops: a notification, or a
+	// claim that left rows waiting, wakes one idle loop.
+	wake chan struct{}
 
 	instances int
 	countedAt time.Time
+}
+
+// poke wakes one idle claim loop, unless a wake-up is already pending.
+func (c *claimer) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // claimResult is what one claim did.
@@ -91,8 +102,14 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	}
 	// Take a fair share, so that every instance gets work; the lock query
 	// stops at share locks held, trying the oldest buckets first.
-	// pg_try_advisory_xact_lock never waits, so instances never deadlock.
-	share := (len(buckets) + c.instances - 1) / c.instances
+	// pg_try_advisory_xact_lock never waits, so claims never deadlock.
+	// What waits beyond one claim is shared among this instance's claims
+	// too; less is taken whole, by one claim.
+	claims := c.instances
+	if len(waiting) > s.cfg.BatchSize {
+		claims *= s.cfg.Claims
+	}
+	share := (len(buckets) + claims - 1) / claims
 	rows, err = tx.Query(qctx, `SELECT b FROM unnest($1::int4[]) AS b WHERE pg_try_advisory_xact_lock($2::int4, b) LIMIT $3`,
 		buckets, s.bucketKey, share)
 	if err != nil {
@@ -104,6 +121,11 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	}
 	if len(held) == 0 {
 		return claimResult{busy: true}, nil
+	}
+	if len(held) < len(buckets) {
+		// More waits: wake another of this instance's claims, if one is
+		// idle, to take it while this one publishes.
+		c.poke()
 	}
 
 	events, tids, err := c.read(qctx, tx, held)

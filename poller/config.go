@@ -41,6 +41,11 @@ type Config struct {
 	MaxInterval time.Duration
 	// BatchSize is the most rows one claim takes. Default 1000.
 	BatchSize int
+	// Claims is how many claims one instance keeps going at once, each on
+	// a connection of its own: the next one reads while another waits for
+	// Kafka. They take different buckets, as instances do. The same on
+	// every instance. Default 2.
+	Claims int
 	// Mode is ModeMark or ModeDelete. Default ModeMark.
 	Mode string
 	// OrderColumn orders an aggregate's events: it must grow in the order
@@ -92,6 +97,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
+	}
+	if c.Claims == 0 {
+		c.Claims = 2
 	}
 	def(&c.Mode, ModeMark)
 	def(&c.OrderColumn, "seq")
@@ -192,6 +200,9 @@ func (c *Config) ValidateTable() error {
 	}
 	if err := checkName(c.NotifyChannel); err != nil {
 		add("poll.notify_channel: %w", err)
+	}
+	if c.Claims < 1 || c.Claims > 16 {
+		add("poll.claims: %d is not between 1 and 16", c.Claims)
 	}
 	if c.Buckets < 1 || c.Buckets > MaxBuckets || bits.OnesCount(uint(c.Buckets)) != 1 {
 		add("poll.buckets: %d is not a power of two between 1 and %d", c.Buckets, MaxBuckets)

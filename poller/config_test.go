@@ -14,7 +14,7 @@ func TestConfigDefaults(t *testing.T) {
 	c.SetDefaults()
 	want := Config{
 		URL: "postgres://localhost/app", Table: "public.outbox", Columns: connector.ColumnMap{}.WithDefaults(),
-		Interval: 500 * time.Millisecond, MaxInterval: 5 * time.Second, BatchSize: 1000, Mode: ModeMark,
+		Interval: 500 * time.Millisecond, MaxInterval: 5 * time.Second, BatchSize: 1000, Claims: 2, Mode: ModeMark,
 		OrderColumn: "seq", PublishedColumn: "published_at", AttemptsColumn: "publish_attempts",
 		Retention: 24 * time.Hour, MaxAttempts: 3, DeadLetterTable: "outbox_dead_letter",
 		NotifyChannel: "outboxrelay", Buckets: 64,

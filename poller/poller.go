@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
@@ -139,7 +140,20 @@ func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
 		return err
 	}
 
+	// A notification wakes one idle claim loop; a claim that leaves rows
+	// waiting wakes another.
 	wake := make(chan struct{}, 1)
+	// The claim loops after the first get connections of their own.
+	claimers := []*claimer{{src: s, conn: conn, meta: meta, out: out, wake: wake}}
+	for range s.cfg.Claims - 1 {
+		c, err := s.connect(ctx, true)
+		if err != nil {
+			return err
+		}
+		defer closeConn(ctx, c)
+		claimers = append(claimers, &claimer{src: s, conn: c, meta: meta, out: out, wake: wake})
+	}
+
 	lis, err := s.openListener(ctx, wake)
 	if err != nil {
 		return err
@@ -156,18 +170,29 @@ func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
 		wg.Go(func() { s.retain(bg) })
 	}
 
-	s.log.Info("polling started", "table", s.cfg.Table, "mode", s.cfg.Mode, "buckets", s.cfg.Buckets,
+	s.log.Info("polling started", "table", s.cfg.Table, "mode", s.cfg.Mode, "buckets", s.cfg.Buckets, "claims", s.cfg.Claims,
 		"notify_channel", s.cfg.NotifyChannel, "trigger", meta.hasTrigger)
 	s.polling.Store(true)
 	defer s.polling.Store(false)
-	c := &claimer{src: s, conn: conn, meta: meta, out: out}
-	return s.loop(ctx, c, wake, fatal)
+	// The first loop to fail ends the others: the runner starts the
+	// source again on fresh connections.
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range claimers {
+		g.Go(func() error {
+			err := s.loop(gctx, c, fatal)
+			if err == nil && ctx.Err() == nil && gctx.Err() != nil {
+				return nil // ended by another loop's error
+			}
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 // loop claims batch after batch while rows wait, and otherwise sleeps
 // until a notification, the interval, or the end. The wait doubles while
 // the table stays empty, up to MaxInterval.
-func (s *Source) loop(ctx context.Context, c *claimer, wake <-chan struct{}, fatal <-chan error) error {
+func (s *Source) loop(ctx context.Context, c *claimer, fatal <-chan error) error {
 	wait := s.cfg.Interval
 	for {
 		select {
@@ -206,7 +231,7 @@ func (s *Source) loop(ctx context.Context, c *claimer, wake <-chan struct{}, fat
 		case err := <-fatal:
 			timer.Stop()
 			return err
-		case <-wake:
+		case <-c.wake:
 			timer.Stop()
 			wait = s.cfg.Interval
 		case <-timer.C:

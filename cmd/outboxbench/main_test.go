@@ -41,7 +41,7 @@ func TestSmoke(t *testing.T) {
 		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,poll,poll-eos",
 		// The broker in a process of its own, and PostgreSQL's own WAL
 		// settings: the paths the plain run does not take.
-		"-broker-process", "-wal-defaults",
+		"-broker-process", "-wal-defaults", "-produce-delay", "1ms",
 		"-profile", profiles, "-json", "-",
 	}, &stdout, &stderr)
 	if errors.Is(err, localpg.ErrNotInstalled) {
@@ -58,8 +58,8 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("the report is not the Report JSON: %v\n%s", err, stdout.String())
 	}
 
-	if !strings.Contains(rep.Kafka, "in a process of its own") {
-		t.Errorf("the report does not say the broker ran in its own process: %s", rep.Kafka)
+	if !strings.Contains(rep.Kafka, "in a process of its own") || !strings.Contains(rep.Kafka, "1ms late") {
+		t.Errorf("the report does not say the broker ran in its own process, answering 1ms late: %s", rep.Kafka)
 	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
 		t.Errorf("machine and versions incomplete: %+v", rep.Machine)

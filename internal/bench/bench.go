@@ -136,6 +136,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if cfg.BrokerProcess {
 		where = "in a process of its own"
 	}
+	if cfg.ProduceDelay > 0 {
+		where += fmt.Sprintf(", answering each produce request %s late (as followers' replication would)", cfg.ProduceDelay)
+	}
 	r.rep.Kafka = fmt.Sprintf("kfake %s %s, 1 broker, %d partitions per topic, no client-metrics subscriptions (KIP-714, as a stock broker); the drains and the raw ingest use a fresh cluster each that acknowledges without storing records (BlackholeProduce), the latency phase one that stores them",
 		r.rep.Machine.Kfake, where, cfg.Partitions)
 

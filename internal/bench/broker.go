@@ -32,7 +32,7 @@ func (inProcess) CPU() time.Duration { return 0 }
 // as for newCluster.
 func (r *run) startBroker(partitions int, blackhole bool) (broker, error) {
 	if !r.cfg.BrokerProcess {
-		c, err := newCluster(partitions, blackhole)
+		c, err := newCluster(partitions, blackhole, r.cfg.ProduceDelay)
 		if err != nil {
 			return nil, err
 		}
@@ -41,6 +41,9 @@ func (r *run) startBroker(partitions int, blackhole bool) (broker, error) {
 	args := []string{"broker", "-partitions", fmt.Sprint(partitions)}
 	if blackhole {
 		args = append(args, "-blackhole")
+	}
+	if r.cfg.ProduceDelay > 0 {
+		args = append(args, "-produce-delay", r.cfg.ProduceDelay.String())
 	}
 	cmd := exec.Command(r.self, args...)
 	cmd.Stderr = os.Stderr
@@ -102,10 +105,11 @@ func BrokerMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.SetOutput(stderr)
 	partitions := fs.Int("partitions", 8, "partitions per topic")
 	blackhole := fs.Bool("blackhole", false, "acknowledge produced records without keeping them")
+	delay := fs.Duration("produce-delay", 0, "hold every produce request this long before answering it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := newCluster(*partitions, *blackhole)
+	c, err := newCluster(*partitions, *blackhole, *delay)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,11 @@ type Config struct {
 	// (this program re-executed as `outboxbench broker`), as a real broker
 	// runs apart from the relay; its CPU is then measured from /proc.
 	BrokerProcess bool
+	// ProduceDelay holds every produce request this long before the
+	// broker answers it, as a replicated cluster does while its followers
+	// copy the records (acks=all): a few milliseconds in one zone, more
+	// across zones. Default 0: kfake answers at once.
+	ProduceDelay time.Duration
 	// WALDefaults leaves full_page_writes, max_wal_size and
 	// checkpoint_timeout at the server's defaults, instead of the
 	// benchmark's (off, 16GB, 1h), so that checkpoints and full-page

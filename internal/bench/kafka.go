@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,7 +33,7 @@ func topics() []string {
 // memory is in the figures, and the end offsets still count what was
 // acknowledged. The latency phase needs to read records back, and keeps
 // them.
-func newCluster(partitions int, blackhole bool) (*kfake.Cluster, error) {
+func newCluster(partitions int, blackhole bool, produceDelay time.Duration) (*kfake.Cluster, error) {
 	// kfake asks every client to push all its metrics (KIP-714) every 30s,
 	// which a stock Kafka broker does only with a client-metrics plugin
 	// installed: the pushes cost the relay a 4 MiB lz4 block and the
@@ -60,6 +61,14 @@ func newCluster(partitions int, blackhole bool) (*kfake.Cluster, error) {
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start the kfake broker: %w", err)
+	}
+	if produceDelay > 0 {
+		// Each request sleeps on its own, while the broker goes on with
+		// the others.
+		c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.SleepControl(func() { time.Sleep(produceDelay) })
+			return nil, nil, false
+		})
 	}
 	return c, nil
 }
