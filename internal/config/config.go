@@ -28,7 +28,9 @@ type Config struct {
 	Poll     Poll     `yaml:"poll"`
 	Kafka    Kafka    `yaml:"kafka"`
 	Routing  Routing  `yaml:"routing"`
-	Log      Log      `yaml:"log"`
+	// SchemaRegistry serves format avro (registry.go).
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+	Log            Log            `yaml:"log"`
 	Shutdown Shutdown `yaml:"shutdown"`
 	HTTP     HTTP     `yaml:"http"`
 }

@@ -116,6 +116,9 @@ func (c *Config) readSecretFiles() error {
 			c.Kafka.SASL.Password = Secret(pw)
 		}
 	}
+	if err := c.SchemaRegistry.readPassword(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -212,6 +215,9 @@ func (c *Config) Secrets() []string {
 	}
 	if c.Kafka.SASL.Password != "" {
 		out = append(out, c.Kafka.SASL.Password.Reveal())
+	}
+	if c.SchemaRegistry.Password != "" {
+		out = append(out, c.SchemaRegistry.Password.Reveal())
 	}
 	return out
 }
