@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hamba/avro/v2"
 )
 
 // The Avro schema of a Connect schema is the one Confluent's AvroConverter
@@ -258,14 +260,15 @@ func avroFullName(s *Schema) string {
 }
 
 // avroValue converts a Connect value of s into the value hamba/avro
-// encodes with s's Avro schema: int32 for the Avro int types, int64 for
-// long, a map for a record, and a union's branch as a one-key map naming
-// it (nil for null).
-func avroValue(s *Schema, v any) (any, error) {
+// encodes with as, the Avro schema of s: int32 for the Avro int types, a
+// map for a record, and a union's branch as a one-key map naming it (nil
+// for null). The branch's name is the one hamba/avro resolves, which for
+// a record with namespace "" inside another is not what Java's Avro
+// makes of it; the encoding carries no names, only the branch's index.
+func avroValue(as avro.Schema, s *Schema, v any) (any, error) {
 	if v == nil {
 		if s.Default != nil {
-			// AvroData.fromConnectData takes a null with a default to
-			// be the default.
+			// Connect's Struct.get gives a field's default for a null.
 			v = s.Default
 		} else if s.Optional {
 			return nil, nil
@@ -273,14 +276,26 @@ func avroValue(s *Schema, v any) (any, error) {
 			return nil, fmt.Errorf("null for a required %s", s.Type)
 		}
 	}
-	out, err := avroBase(s, v)
-	if err != nil || !s.Optional {
-		return out, err
+	if u, ok := as.(*avro.UnionSchema); ok {
+		for _, branch := range u.Types() {
+			if branch.Type() == avro.Null {
+				continue
+			}
+			out, err := avroBase(branch, s, v)
+			if err != nil {
+				return nil, err
+			}
+			name := string(branch.Type())
+			if n, ok := branch.(avro.NamedSchema); ok {
+				name = n.FullName()
+			}
+			return map[string]any{name: out}, nil
+		}
 	}
-	return map[string]any{avroFullName(s): out}, nil
+	return avroBase(as, s, v)
 }
 
-func avroBase(s *Schema, v any) (any, error) {
+func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
 	switch s.Type {
 	case TypeInt8, TypeInt16, TypeInt32:
 		if n, ok := v.(int64); ok {
@@ -289,21 +304,27 @@ func avroBase(s *Schema, v any) (any, error) {
 	case TypeInt64, TypeBoolean, TypeString, TypeFloat32, TypeFloat64, TypeBytes:
 		return v, nil
 	case TypeArray:
-		if list, ok := v.([]any); ok {
+		arr, isArr := as.(*avro.ArraySchema)
+		if list, ok := v.([]any); ok && isArr {
 			out := make([]any, len(list))
 			for i, e := range list {
 				var err error
-				if out[i], err = avroValue(s.Items, e); err != nil {
+				if out[i], err = avroValue(arr.Items(), s.Items, e); err != nil {
 					return nil, err
 				}
 			}
 			return out, nil
 		}
 	case TypeStruct:
-		if st, ok := v.(*Struct); ok {
+		rec, isRec := as.(*avro.RecordSchema)
+		if st, ok := v.(*Struct); ok && isRec {
 			out := make(map[string]any, len(s.Fields))
 			for i, f := range s.Fields {
-				fv, err := avroValue(f.Schema, st.Values[i])
+				af := avroField(rec, f.Name)
+				if af == nil {
+					return nil, fmt.Errorf("the Avro schema %s has no field %q", rec.FullName(), f.Name)
+				}
+				fv, err := avroValue(af.Type(), f.Schema, st.Values[i])
 				if err != nil {
 					return nil, fmt.Errorf("field %q: %w", f.Name, err)
 				}
@@ -312,5 +333,14 @@ func avroBase(s *Schema, v any) (any, error) {
 			return out, nil
 		}
 	}
-	return nil, fmt.Errorf("a %T value for a Connect %s", v, s.Type)
+	return nil, fmt.Errorf("a %T value for a Connect %s cannot be written with the Avro %s", v, s.Type, as.Type())
+}
+
+func avroField(rec *avro.RecordSchema, name string) *avro.Field {
+	for _, f := range rec.Fields() {
+		if f.Name() == name {
+			return f
+		}
+	}
+	return nil
 }

@@ -251,7 +251,7 @@ func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	native, err := avroValue(s, v)
+	native, err := avroValue(reg.schema, s, v)
 	if err != nil {
 		return nil, err
 	}
