@@ -388,7 +388,9 @@ func (r *Router) Route(e *connector.Event) (connector.Message, error) {
 		return connector.Message{}, notEvent.error
 	}
 	if err != nil {
-		return connector.Message{}, &connector.EventError{EventID: e.ID, Origin: e.Origin, Err: err}
+		// The topic, when known, goes with the error, so that a dead
+		// letter says where the event was headed.
+		return connector.Message{Topic: m.Topic, EventID: e.ID}, &connector.EventError{EventID: e.ID, Origin: e.Origin, Err: err}
 	}
 	return m, nil
 }
