@@ -31,8 +31,8 @@ type Config struct {
 	// SchemaRegistry serves format avro (registry.go).
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	Log            Log            `yaml:"log"`
-	Shutdown Shutdown `yaml:"shutdown"`
-	HTTP     HTTP     `yaml:"http"`
+	Shutdown       Shutdown       `yaml:"shutdown"`
+	HTTP           HTTP           `yaml:"http"`
 }
 
 // Postgres is the database connection.
