@@ -219,18 +219,25 @@ func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
 		ids: map[subjectSchema]registered{}}, nil
 }
 
-// subject names the subject of a key or value schema on topic.
-func (a *avroSerde) subject(topic string, isKey bool, s *Schema) string {
+// subject names the subject of a key or value schema on topic. The
+// record strategies name it after a record, which only a required struct
+// (an envelope) is: Confluent's RecordNameStrategy.getRecordName throws
+// for any other schema, and so does this.
+func (a *avroSerde) subject(topic string, isKey bool, s *Schema) (string, error) {
 	switch a.cfg.SubjectNameStrategy {
-	case SubjectRecord:
-		return avroFullName(s)
-	case SubjectTopicRecord:
-		return topic + "-" + avroFullName(s)
+	case SubjectRecord, SubjectTopicRecord:
+		if s.Type != TypeStruct || s.Optional {
+			return "", fmt.Errorf("subject_name_strategy %s names the subject after an Avro record, and this schema is not one (only envelope fields make the value a record)", a.cfg.SubjectNameStrategy)
+		}
+		if a.cfg.SubjectNameStrategy == SubjectRecord {
+			return avroFullName(s), nil
+		}
+		return topic + "-" + avroFullName(s), nil
 	}
 	if isKey {
-		return topic + "-key"
+		return topic + "-key", nil
 	}
-	return topic + "-value"
+	return topic + "-value", nil
 }
 
 // encode writes v, of Connect schema s, for topic. A null value is a null
@@ -246,7 +253,10 @@ func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	subject := a.subject(topic, isKey, s)
+	subject, err := a.subject(topic, isKey, s)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := a.lookup(subject, text)
 	if err != nil {
 		return nil, err

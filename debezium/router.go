@@ -267,6 +267,16 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	}
 	if c.avro() {
 		errs = append(errs, c.Registry.validate()...)
+		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
+			// Confluent's RecordNameStrategy fails on any schema that is not
+			// a record; only the envelope makes one.
+			if c.KeyFormat == FormatAvro {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and the key is a column, never a record; use topic", st))
+			}
+			if c.ValueFormat == FormatAvro && !out.envelope {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
+			}
+		}
 	}
 	switch c.JSONNullFields {
 	case "ignore", "optional_bytes":
