@@ -196,7 +196,10 @@ type registered struct {
 	schema avro.Schema
 }
 
-func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
+// NewRegistryClient is the Schema Registry client cfg describes, for the
+// avro format and for `outboxrelay check`.
+func NewRegistryClient(cfg RegistryConfig) (*sr.Client, error) {
+	cfg.setDefaults()
 	tc, err := cfg.TLS.config()
 	if err != nil {
 		return nil, err
@@ -214,6 +217,14 @@ func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("schema registry client: %w", err)
+	}
+	return cl, nil
+}
+
+func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
+	cl, err := NewRegistryClient(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return &avroSerde{cfg: cfg, cl: cl, ctx: context.Background(), log: slog.New(slog.DiscardHandler), state: func(error) {},
 		ids: map[subjectSchema]registered{}}, nil

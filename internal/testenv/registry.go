@@ -38,6 +38,8 @@ type Registry struct {
 	reject   map[string]string // subject -> the incompatibility it reports
 	requests map[string]int    // "METHOD path" -> count
 	compat   string            // the global compatibility level
+	// subjectCompat are the subjects' own levels.
+	subjectCompat map[string]string
 }
 
 // StartRegistry starts a registry on a free local port, stopped by
@@ -50,7 +52,7 @@ func StartRegistry(t testing.TB, user, password string) *Registry {
 		t.Fatalf("testenv: registry listen: %v", err)
 	}
 	r := &Registry{addr: ln.Addr().String(), user: user, password: password, compat: "BACKWARD",
-		subjects: map[string][]int{}, reject: map[string]string{}, requests: map[string]int{}}
+		subjects: map[string][]int{}, reject: map[string]string{}, requests: map[string]int{}, subjectCompat: map[string]string{}}
 	r.URL = "http://" + r.addr
 	r.serve(ln)
 	t.Cleanup(r.Stop)
@@ -213,8 +215,16 @@ func (r *Registry) route(req *http.Request) (any, error) {
 			return nil, &apiError{http.StatusNotFound, 40403, "Schema " + parts[2] + " not found"}
 		}
 		return schemaBody{Schema: r.schemas[id-1]}, nil
-	case req.Method == http.MethodGet && len(parts) >= 1 && parts[0] == "config":
+	case req.Method == http.MethodGet && len(parts) == 1 && parts[0] == "config":
 		return map[string]string{"compatibilityLevel": r.compat}, nil
+	case req.Method == http.MethodGet && len(parts) == 2 && parts[0] == "config":
+		if level, ok := r.subjectCompat[parts[1]]; ok {
+			return map[string]string{"compatibilityLevel": level}, nil
+		}
+		if req.URL.Query().Get("defaultToGlobal") == "true" {
+			return map[string]string{"compatibilityLevel": r.compat}, nil
+		}
+		return nil, &apiError{http.StatusNotFound, 40408, fmt.Sprintf("Subject '%s' does not have subject-level compatibility configured", parts[1])}
 	}
 	return nil, &apiError{http.StatusNotFound, 404, "HTTP 404 Not Found"}
 }
@@ -294,4 +304,11 @@ func (r *Registry) version(subject, version string) (any, error) {
 	}
 	id := ids[v-1]
 	return subjectSchema{Subject: subject, ID: id, Version: v, Schema: r.schemas[id-1]}, nil
+}
+
+// SetCompatibility sets subject's own compatibility level.
+func (r *Registry) SetCompatibility(subject, level string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subjectCompat[subject] = level
 }
