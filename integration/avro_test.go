@@ -77,7 +77,8 @@ func avroText(t *testing.T, reg *testenv.Registry, b []byte) (string, bool) {
 // of a new aggregate type, whose topic's subjects have no schema yet, are
 // committed beside events of one whose schemas are known. The user sees:
 // a WARN saying the registry is unreachable and publishing waits, /readyz
-// failing on schema_registry, outboxrelay_schema_registry_up at 0; nothing
+// failing on schema_registry, /healthz passing (a restart would not help),
+// outboxrelay_schema_registry_up at 0; nothing
 // of the new type in Kafka meanwhile; then, once it is back, every event,
 // once each, each aggregate's in commit order, every key and value
 // decoding with its registered schema to the row's, and the probe and
@@ -90,7 +91,11 @@ func TestAvroRegistryOutage(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	reg := testenv.StartRegistry(t, "relay", "s3cret")
-	a := startApp(t, avroEnv(t, dbURL, uniqueName(t), brokers, reg))
+	env := avroEnv(t, dbURL, uniqueName(t), brokers, reg)
+	// Short stall bounds, so that the outage outlasts them: readiness
+	// fails, liveness does not ask for a restart that would not help.
+	env["http.ready_stall_timeout"], env["http.live_stall_timeout"] = "2s", "3s"
+	a := startApp(t, env)
 
 	// The order topic's schemas are registered while the registry is up.
 	c := newCollector(t, brokers, "outbox.event.order", "outbox.event.invoice")
@@ -111,6 +116,9 @@ func TestAvroRegistryOutage(t *testing.T) {
 	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, 30*time.Second, "schema_registry", "has not answered")
 	a.waitMetric(t, "outboxrelay_schema_registry_up", 30*time.Second, "0 while the registry is down", func(v float64) bool { return v == 0 })
 	time.Sleep(time.Until(stopped.Add(10 * time.Second)))
+	if code, body := a.get(t, "/healthz"); code != http.StatusOK || !strings.Contains(body, "waiting for the schema registry") {
+		t.Errorf("/healthz after 10 s of waiting for the registry: %d\n%s\nwant 200, saying it waits for the registry", code, body)
+	}
 	c.settle(200 * time.Millisecond)
 	for _, r := range c.recs {
 		if r.Topic == "outbox.event.invoice" {

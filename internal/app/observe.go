@@ -117,7 +117,7 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 	srv, err := httpserver.Listen(h.Listen, httpserver.Config{
 		Gatherer: o.reg,
 		Live: []httpserver.Check{
-			{Name: "progress", Func: o.progressCheck(h.LiveStallTimeout)},
+			{Name: "progress", Func: o.liveProgressCheck(h.LiveStallTimeout)},
 			{Name: "connected", Func: o.connectedCheck(h.LiveStallTimeout)},
 		},
 		Ready: ready,
@@ -193,6 +193,22 @@ func (o *observer) connectedCheck(bound time.Duration) func(context.Context) err
 			return fmt.Errorf("the source has not been connected for %s; its last run ended with: %w", down.Round(time.Second), p.SourceErr)
 		}
 		return fmt.Errorf("the source has not been connected for %s", down.Round(time.Second))
+	}
+}
+
+// liveProgressCheck is progressCheck for liveness, except while the
+// Schema Registry does not answer: publishing then waits for it on
+// purpose, and a restart would wait the same (readiness says so).
+func (o *observer) liveProgressCheck(bound time.Duration) func(context.Context) error {
+	progress := o.progressCheck(bound)
+	return func(ctx context.Context) error {
+		err := progress(ctx)
+		if err != nil && o.registry != nil {
+			if down := o.registry.Check(ctx); down != nil {
+				return httpserver.Note(fmt.Sprintf("%v; waiting for the schema registry, which a restart would not bring back", err))
+			}
+		}
+		return err
 	}
 }
 
