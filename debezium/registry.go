@@ -181,6 +181,13 @@ type avroSerde struct {
 
 	// ids are the registered schemas, by subject and schema text.
 	ids map[subjectSchema]registered
+	// last are the key's and the value's last Connect schema and its Avro
+	// text: the router builds a new Connect schema for every record, most
+	// often equal to the one before, whose text need not be made again.
+	last [2]struct {
+		s    *Schema
+		text string
+	}
 	// down is when the registry last stopped answering; zero while it
 	// answers.
 	down     time.Time
@@ -260,9 +267,17 @@ func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, 
 	if s == nil {
 		return nil, errors.New("a value without a schema cannot be written as Avro")
 	}
-	text, err := avroSchema(s)
-	if err != nil {
-		return nil, err
+	last := &a.last[0]
+	if !isKey {
+		last = &a.last[1]
+	}
+	text := last.text
+	if !s.equal(last.s) {
+		var err error
+		if text, err = avroSchema(s); err != nil {
+			return nil, err
+		}
+		last.s, last.text = s, text
 	}
 	subject, err := a.subject(topic, isKey, s)
 	if err != nil {

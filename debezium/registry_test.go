@@ -223,3 +223,23 @@ func TestRegistryConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAvroEncode is the per-record cost of the avro format once the
+// schema's id is cached: the schema text, the cache lookup, the Avro
+// encoding.
+func BenchmarkAvroEncode(b *testing.B) {
+	reg := testenv.StartRegistry(b, "", "")
+	cfg := RegistryConfig{URLs: []string{reg.URL}}
+	cfg.setDefaults()
+	a, err := newAvroSerde(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := strings.Repeat(`{"a": 1}`, 60)
+	for b.Loop() {
+		s := &Schema{Type: TypeString, Optional: true, Name: nameJSON, Version: 1}
+		if _, err := a.encode("outbox.event.order", false, s, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
