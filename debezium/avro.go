@@ -76,6 +76,16 @@ func (w *avroWriter) schema(s *Schema, ignoreOptional bool) error {
 	return w.base(s)
 }
 
+// avroLogicalTypes are the Avro logical types of Connect's logical types
+// without parameters (Decimal needs its scale, which the router's schemas
+// cannot carry; no column it types is a Decimal). Debezium's own time types
+// (io.debezium.time.*) are not among them: they stay named primitives.
+var avroLogicalTypes = map[string]string{
+	"org.apache.kafka.connect.data.Timestamp": "timestamp-millis",
+	"org.apache.kafka.connect.data.Date":      "date",
+	"org.apache.kafka.connect.data.Time":      "time-millis",
+}
+
 // avroType is the Avro primitive type of a Connect type, and the
 // connect.type property that keeps INT8 and INT16 apart from INT32.
 func avroType(t Type) (name, connectType string) {
@@ -123,6 +133,12 @@ func (w *avroWriter) base(s *Schema) error {
 		if _, ct := avroType(s.Type); ct != "" {
 			w.b = append(w.b, `,"connect.type":`...)
 			w.str(ct)
+		}
+		// Connect's logical types, by name: LogicalTypes...addToSchema
+		// adds logicalType after the connect.* properties.
+		if lt := avroLogicalTypes[s.Name]; lt != "" {
+			w.b = append(w.b, `,"logicalType":`...)
+			w.str(lt)
 		}
 		return nil
 	}
