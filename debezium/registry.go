@@ -316,6 +316,11 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 	bo.Reset()
 	for attempt := 1; ; attempt++ {
 		r, err := a.call(subject, text)
+		if a.ctx.Err() != nil {
+			// The relay is stopping; the request was cut short, which
+			// says nothing about the registry.
+			return registered{}, errNotEvent{fmt.Errorf("stopped while waiting for the schema registry (subject %q): %w", subject, context.Cause(a.ctx))}
+		}
 		if err == nil {
 			if !a.down.IsZero() {
 				a.log.Info("schema registry answers again; publishing goes on", "subject", subject, "down_for", time.Since(a.down).Round(time.Millisecond))
@@ -354,33 +359,42 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 func (a *avroSerde) call(subject, text string) (registered, error) {
 	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	schema := sr.Schema{Schema: text, Type: sr.TypeAvro}
-	var id int
-	switch {
-	case !a.cfg.NoAutoRegister:
-		var err error
-		if id, err = a.cl.RegisterSchema(ctx, subject, schema, -1, -1); err != nil {
-			return registered{}, err
+	// A cache of its own for each schema: the shared one would hold the
+	// first definition of a record name, and an expanded payload's
+	// records change shape from event to event. The derived schema is
+	// parsed before it is sent, so that one Avro refuses (a JSON key that
+	// is no Avro name, say) is this event's error, as under Confluent's
+	// converter, and is not registered.
+	parse := func(text string) (avro.Schema, error) {
+		s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+		if err != nil {
+			return nil, errNotRetryable{fmt.Errorf("the Avro schema for subject %q is not valid Avro: %w", subject, err)}
 		}
-	case a.cfg.UseLatestVersion:
+		return s, nil
+	}
+	if a.cfg.UseLatestVersion {
 		ss, err := a.cl.SchemaByVersion(ctx, subject, -1)
 		if err != nil {
 			return registered{}, err
 		}
-		id, text = ss.ID, ss.Schema.Schema
-	default:
-		ss, err := a.cl.LookupSchema(ctx, subject, schema)
-		if err != nil {
-			return registered{}, err
-		}
-		id = ss.ID
+		parsed, err := parse(ss.Schema.Schema)
+		return registered{id: ss.ID, schema: parsed}, err
 	}
-	// A cache of its own for each schema: the shared one would hold the
-	// first definition of a record name, and an expanded payload's
-	// records change shape from event to event.
-	parsed, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+	parsed, err := parse(text)
 	if err != nil {
-		return registered{}, errNotRetryable{fmt.Errorf("the Avro schema for subject %q does not parse: %w", subject, err)}
+		return registered{}, err
+	}
+	schema := sr.Schema{Schema: text, Type: sr.TypeAvro}
+	var id int
+	if a.cfg.NoAutoRegister {
+		var ss sr.SubjectSchema
+		ss, err = a.cl.LookupSchema(ctx, subject, schema)
+		id = ss.ID
+	} else {
+		id, err = a.cl.RegisterSchema(ctx, subject, schema, -1, -1)
+	}
+	if err != nil {
+		return registered{}, err
 	}
 	return registered{id: id, schema: parsed}, nil
 }
@@ -427,8 +441,13 @@ func classify(subject string, err error) error {
 		return errNotEvent{connector.Permanent(fmt.Errorf("schema registry refused the relay (HTTP %d) for subject %q: %s; check schema_registry.username and password_file (basic.auth.user.info)", re.StatusCode, subject, msg))}
 	case re.StatusCode == http.StatusConflict:
 		return fmt.Errorf("schema registry refused the schema for subject %q as incompatible with the subject's earlier schemas (HTTP 409, error %d): %s; change the subject's compatibility level or make the schema compatible", subject, re.ErrorCode, msg)
+	case re.StatusCode == http.StatusUnprocessableEntity:
+		return fmt.Errorf("schema registry refused the schema for subject %q as invalid (HTTP 422, error %d): %s", subject, re.ErrorCode, msg)
 	case re.ErrorCode == sr.ErrSubjectNotFound.Code || re.ErrorCode == sr.ErrSchemaNotFound.Code || re.ErrorCode == sr.ErrVersionNotFound.Code:
 		return fmt.Errorf("schema is not registered under subject %q (error %d: %s), and schema_registry.auto_register is false: register it, or turn auto_register on", subject, re.ErrorCode, msg)
 	}
-	return fmt.Errorf("schema registry refused the schema for subject %q (HTTP %d, error %d): %s", subject, re.StatusCode, re.ErrorCode, msg)
+	// Any other answer (404 without a registry's error code, 400, 405)
+	// is not about this event's schema: most likely the URL is not the
+	// registry's base URL, and every event would meet it.
+	return errNotEvent{connector.Permanent(fmt.Errorf("schema registry answered %s %s with HTTP %d (error %d): %s; check that schema_registry.url is the registry's base URL (for Apicurio, its /apis/ccompat/v7)", re.Method, re.URL, re.StatusCode, re.ErrorCode, msg))}
 }

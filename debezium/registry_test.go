@@ -243,3 +243,32 @@ func BenchmarkAvroEncode(b *testing.B) {
 		}
 	}
 }
+
+// TestAvroRefusals: a URL that is not the registry's base stops the relay
+// (every event would meet it); a schema Avro cannot name (an expanded
+// payload's key with a hyphen, which Confluent's converter fails on too)
+// is the event's error and is not sent to the registry.
+func TestAvroRefusals(t *testing.T) {
+	reg := testenv.StartRegistry(t, "", "")
+	cfg := RegistryConfig{URLs: []string{reg.URL + "/not-the-registry"}}
+	cfg.setDefaults()
+	a, err := newAvroSerde(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	var ne errNotEvent
+	if !errors.As(err, &ne) || !connector.IsPermanent(err) || !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "base URL") {
+		t.Errorf("a wrong base URL: %v; want a permanent error, not the event's, pointing at schema_registry.url", err)
+	}
+
+	a = newTestSerde(t, reg, RegistryConfig{})
+	bad := &Schema{Type: TypeStruct, Optional: true, Name: "payload", Fields: []Field{{Name: "my-key", Schema: optString}}}
+	_, err = a.encode("outbox.event.order", false, bad, &Struct{Schema: bad, Values: []any{"x"}})
+	if err == nil || errors.As(err, &ne) || !strings.Contains(err.Error(), "not valid Avro") {
+		t.Errorf("a field name Avro refuses: %v; want the event's error saying the schema is not valid Avro", err)
+	}
+	if n := reg.Requests("POST", "/subjects/"); n != 0 {
+		t.Errorf("%d requests to register an invalid schema, want none", n)
+	}
+}
