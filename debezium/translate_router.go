@@ -3,6 +3,7 @@ package debezium
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -345,7 +346,24 @@ func (tr *translator) registry(key, value Format) {
 		return val, at, at != ""
 	}
 	if v, at, ok := one("schema.registry.url"); ok {
-		tr.set("schema_registry.url", tr.resolve(at, v))
+		v = tr.resolve(at, v)
+		// basic.auth.credentials.source URL: the user in the URL. It goes
+		// to username, and the password with the other secrets, so that
+		// neither the translated YAML nor a logged URL shows it.
+		var urls []string
+		for _, one := range strings.Split(v, ",") {
+			one = strings.TrimSpace(one)
+			if u, err := url.Parse(one); err == nil && u.User != nil {
+				tr.set("schema_registry.username", u.User.Username())
+				if pw, ok := u.User.Password(); ok {
+					tr.t.secrets["schema_registry.password"] = pw
+				}
+				u.User = nil
+				one = u.String()
+			}
+			urls = append(urls, one)
+		}
+		tr.set("schema_registry.url", strings.Join(urls, ","))
 	} else {
 		tr.note(prefixes[0]+".schema.registry.url", Unsupported, "the Avro converter needs schema.registry.url, the Schema Registry it registers its schemas in")
 	}
@@ -369,8 +387,6 @@ func (tr *translator) registry(key, value Format) {
 	}
 	switch source {
 	case "URL", "USER_INFO":
-		// URL: the user and password in schema.registry.url, which Go's
-		// HTTP client sends as basic auth too.
 	default:
 		for _, p := range prefixes {
 			if _, ok := tr.conn.Get(p + ".basic.auth.credentials.source"); ok {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // routing.value_format avro registers its schemas in, as Confluent's
 // AvroConverter does (docs/debezium.md#avro-with-a-schema-registry).
 type SchemaRegistry struct {
-	URL                 string            `yaml:"url" doc:"Base URL of a Confluent-compatible Schema Registry (Confluent, Apicurio's ccompat API, Redpanda, Karapace); several, comma-separated, are tried in turn. Required with format avro (schema.registry.url)." default:"(none)"`
+	URL                 string            `yaml:"url" doc:"Base URL of a Confluent-compatible Schema Registry (Confluent, Apicurio's ccompat API, Redpanda, Karapace); several, comma-separated, are tried in turn; a user:password@ in it is used for basic auth unless username is set (basic.auth.credentials.source URL). Required with format avro (schema.registry.url)." default:"(none)"`
 	Username            string            `yaml:"username" doc:"User for HTTP basic auth (basic.auth.user.info before the colon)." default:"(none)"`
 	Password            Secret            `yaml:"password" doc:"Password for HTTP basic auth; prefer password_file or the environment to writing it here." default:"(none)"`
 	PasswordFile        string            `yaml:"password_file" doc:"Read the basic auth password from this file (a mounted secret); a trailing newline is dropped." default:"(none)"`
@@ -32,18 +33,31 @@ type SchemaRegistryTLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any registry certificate: encrypted but not authenticated; for tests only." default:"false"`
 }
 
-// registry is the router's part of the section.
+// registry is the router's part of the section. A user and password in
+// a URL (Confluent's basic.auth.credentials.source URL) are taken out of
+// it, so that no request URL in a log or an error carries them, and used
+// unless username is set.
 func (s SchemaRegistry) registry() debezium.RegistryConfig {
 	var urls []string
+	user, password := s.Username, s.Password.Reveal()
 	for _, u := range strings.Split(s.URL, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			urls = append(urls, u)
+		if u = strings.TrimSpace(u); u == "" {
+			continue
 		}
+		if p, err := url.Parse(u); err == nil && p.User != nil {
+			if user == "" {
+				user = p.User.Username()
+				password, _ = p.User.Password()
+			}
+			p.User = nil
+			u = p.String()
+		}
+		urls = append(urls, u)
 	}
 	return debezium.RegistryConfig{
 		URLs:     urls,
-		Username: s.Username,
-		Password: s.Password.Reveal(),
+		Username: user,
+		Password: password,
 		TLS: debezium.RegistryTLS{
 			CAFile: s.TLS.CAFile, CertFile: s.TLS.CertFile, KeyFile: s.TLS.KeyFile,
 			ServerName: s.TLS.ServerName, InsecureSkipVerify: s.TLS.InsecureSkipVerify,

@@ -49,6 +49,19 @@ func TestSchemaRegistrySection(t *testing.T) {
 		t.Errorf("from the environment: %+v", r)
 	}
 
+	// basic.auth.credentials.source URL: the user in the URL is taken
+	// out of it, and its password scrubbed like the others.
+	c, err = Load(writeFile(t, base+"routing:\n  value_format: avro\nschema_registry:\n  url: https://relay:s%40cret@r:8081\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.DebeziumRouter().Registry; r.URLs[0] != "https://r:8081" || r.Username != "relay" || r.Password != "s@cret" {
+		t.Errorf("credentials in the URL: %+v", r)
+	}
+	if dump, _ := c.Dump(); strings.Contains(string(dump), "cret") {
+		t.Errorf("the dump shows the password of the registry URL:\n%s", dump)
+	}
+
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"section without avro", "schema_registry:\n  url: http://r:8081\n", "neither routing.key_format nor routing.value_format is avro"},
 		{"section with other formats", "routing:\n  value_format: json\nschema_registry:\n  url: http://r:8081\n", "neither routing.key_format nor routing.value_format is avro"},

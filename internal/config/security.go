@@ -216,8 +216,9 @@ func (c *Config) Secrets() []string {
 	if c.Kafka.SASL.Password != "" {
 		out = append(out, c.Kafka.SASL.Password.Reveal())
 	}
-	if c.SchemaRegistry.Password != "" {
-		out = append(out, c.SchemaRegistry.Password.Reveal())
+	if pw := c.SchemaRegistry.registry().Password; pw != "" {
+		// From password, password_file or a URL's user part.
+		out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
 	}
 	return out
 }
