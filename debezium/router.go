@@ -306,6 +306,8 @@ type Router struct {
 	c   *compiled
 	exp expander
 	log *slog.Logger
+	// base is the logger given, without the router's component.
+	base *slog.Logger
 	// load reads the catalog of an outbox table, schema.table.
 	load func(ctx context.Context, table string) (*tableMeta, error)
 
@@ -329,7 +331,7 @@ type RouterOption func(*Router)
 // WithLogger sets the logger for warnings about records (a payload that
 // could not be expanded, a bad span context).
 func WithLogger(l *slog.Logger) RouterOption {
-	return func(r *Router) { r.log = l.With("component", "debezium") }
+	return func(r *Router) { r.base, r.log = l, l.With("component", "debezium") }
 }
 
 // WithContext bounds what routing waits for: a Schema Registry that does
@@ -362,7 +364,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{cfg: cfg, c: c, exp: expander{nullsAsBytes: cfg.JSONNullFields == "optional_bytes"},
-		log: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
+		log: slog.New(slog.DiscardHandler), base: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
 	r.load = func(ctx context.Context, table string) (*tableMeta, error) {
 		schema, name, _ := strings.Cut(table, ".")
 		return loadTable(ctx, cfg.PostgresURL, schema, name)
@@ -376,7 +378,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		o(r)
 	}
 	if r.avro != nil {
-		r.avro.log = r.log.With("component", "schema_registry")
+		r.avro.log = r.base.With("component", "schema_registry")
 	}
 	return r, nil
 }
