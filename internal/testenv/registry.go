@@ -19,10 +19,14 @@ import (
 // schemas, answering with Confluent's response shapes and error codes
 // (io.confluent.kafka.schemaregistry.rest.exceptions.Errors): 40401
 // subject not found, 40402 version not found, 40403 schema not found,
-// 409 incompatible (error_code 409), 42201 invalid schema, 401
-// unauthorized. It checks no compatibility itself: Reject makes a subject
-// refuse every new schema as incompatible. Stop and Start take it off the
-// network and back on the same address, keeping what it stores.
+// 40408 no subject-level compatibility, 409 incompatible (error_code 409),
+// 42201 invalid schema, 401 unauthorized. Its endpoints: POST
+// /subjects/{s}/versions (register; one id per distinct schema text),
+// POST /subjects/{s} (look up), GET /subjects/{s}/versions/{v|latest},
+// GET /schemas/ids/{id}, GET /subjects, GET /config[/{s}] (with
+// defaultToGlobal). It checks no compatibility itself: Reject makes a
+// subject refuse every new schema as incompatible. Stop and Start take it
+// off the network and back on the same address, keeping what it stores.
 type Registry struct {
 	// URL is the registry's base URL, the same across Stop and Start.
 	URL  string
