@@ -30,13 +30,19 @@ const (
 	// goes out as its bytes, unchanged. A value that is not bytes is an
 	// error, unless a delegate format writes it ([passThrough]).
 	FormatBytes Format = "bytes"
+	// FormatAvro is Confluent's io.confluent.connect.avro.AvroConverter
+	// (and Apicurio's io.apicurio.registry.utils.converter.AvroConverter
+	// with its Confluent-compatible settings): the Avro schema derived from
+	// the Connect schema is registered in a Schema Registry and the record
+	// is written in the Confluent wire format (avro.go, registry.go).
+	FormatAvro Format = "avro"
 	// FormatSimple is org.apache.kafka.connect.storage.SimpleHeaderConverter,
 	// Kafka Connect's default header converter; headers only.
 	FormatSimple Format = "simple"
 )
 
 // ValueFormats are the formats a key or value can have.
-var ValueFormats = []Format{FormatRaw, FormatString, FormatJSON, FormatJSONSchema, FormatBytes}
+var ValueFormats = []Format{FormatRaw, FormatString, FormatJSON, FormatJSONSchema, FormatBytes, FormatAvro}
 
 // DelegateFormats are the formats that can write, for FormatBytes, a key or
 // value that is not bytes: the converters Debezium's pass-through
@@ -49,7 +55,7 @@ var HeaderFormats = []Format{FormatRaw, FormatSimple, FormatJSON, FormatJSONSche
 // structured reports whether f can write a struct (envelope fields, an
 // expanded payload).
 func (f Format) structured() bool {
-	return f == FormatString || f == FormatJSON || f == FormatJSONSchema
+	return f == FormatString || f == FormatJSON || f == FormatJSONSchema || f == FormatAvro
 }
 
 // convert writes v, of schema s, as the key or value converter f does.

@@ -13,7 +13,11 @@
 // timestamp, with key, value and headers written as Kafka Connect's
 // StringConverter, JsonConverter (schemas.enable true or false),
 // ByteArrayConverter, Debezium's pass-through BinaryDataConverter
-// (ByteBufferConverter) and SimpleHeaderConverter write them. It types each
+// (ByteBufferConverter), Confluent's AvroConverter and SimpleHeaderConverter
+// write them. For Avro it derives the schema as Confluent's AvroData does
+// (avro.go), registers it in a Schema Registry and writes the Confluent
+// wire format (registry.go); a registry that does not answer holds
+// routing, in order, until it does. It types each
 // column as Debezium's connector does, from the outbox table's catalog,
 // since the schemas JsonConverter writes depend on it. [Options] lists
 // every option that matters to a migration with its status; the compatibility

@@ -93,6 +93,9 @@ type RouterConfig struct {
 	// error.
 	KeyDelegateFormat   Format
 	ValueDelegateFormat Format
+	// Registry is the Schema Registry of KeyFormat or ValueFormat
+	// FormatAvro; required with either.
+	Registry RegistryConfig
 }
 
 // Placement is where an additional field goes.
@@ -149,7 +152,13 @@ func (c *RouterConfig) setDefaults() {
 	if c.JSONNullFields == "" {
 		c.JSONNullFields = "ignore"
 	}
+	if c.avro() {
+		c.Registry.setDefaults()
+	}
 }
+
+// avro reports whether the key or the value is written as Avro.
+func (c *RouterConfig) avro() bool { return c.KeyFormat == FormatAvro || c.ValueFormat == FormatAvro }
 
 // Validate reports every problem with c at once; it does not read the
 // table.
@@ -251,10 +260,23 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	// A struct is not bytes: with value_format bytes the delegate writes it.
 	structured := c.ValueFormat.structured() || (c.ValueFormat == FormatBytes && c.ValueDelegateFormat.structured())
 	if out.envelope && !structured {
-		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema or string, or bytes with a value_delegate_format", c.ValueFormat))
+		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
 	}
 	if c.ExpandJSONPayload && !structured {
-		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema or string, or bytes with a value_delegate_format", c.ValueFormat))
+		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
+	}
+	if c.avro() {
+		errs = append(errs, c.Registry.validate()...)
+		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
+			// Confluent's RecordNameStrategy fails on any schema that is not
+			// a record; only the envelope makes one.
+			if c.KeyFormat == FormatAvro {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and the key is a column, never a record; use topic", st))
+			}
+			if c.ValueFormat == FormatAvro && !out.envelope {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
+			}
+		}
 	}
 	switch c.JSONNullFields {
 	case "ignore", "optional_bytes":
@@ -284,11 +306,15 @@ type Router struct {
 	c   *compiled
 	exp expander
 	log *slog.Logger
+	// base is the logger given, without the router's component.
+	base *slog.Logger
 	// load reads the catalog of an outbox table, schema.table.
 	load func(ctx context.Context, table string) (*tableMeta, error)
 
 	metas    map[string]*loadedTable // by schema.table
 	lastWarn map[string]time.Time
+	// avro writes the key or value of format avro; nil without one.
+	avro *avroSerde
 }
 
 var _ connector.Router = (*Router)(nil)
@@ -305,7 +331,29 @@ type RouterOption func(*Router)
 // WithLogger sets the logger for warnings about records (a payload that
 // could not be expanded, a bad span context).
 func WithLogger(l *slog.Logger) RouterOption {
-	return func(r *Router) { r.log = l.With("component", "debezium") }
+	return func(r *Router) { r.base, r.log = l, l.With("component", "debezium") }
+}
+
+// WithContext bounds what routing waits for: a Schema Registry that does
+// not answer is asked again until it does or ctx ends. Default: no bound.
+func WithContext(ctx context.Context) RouterOption {
+	return func(r *Router) {
+		if r.avro != nil {
+			r.avro.ctx = ctx
+		}
+	}
+}
+
+// WithRegistryState is called after every request to the Schema Registry
+// with nil when it answered and with the error when it did not, for a
+// readiness probe and a metric. It is called from the routing goroutine
+// and must not block.
+func WithRegistryState(f func(error)) RouterOption {
+	return func(r *Router) {
+		if r.avro != nil {
+			r.avro.state = f
+		}
+	}
 }
 
 // NewRouter returns a router for cfg, or every problem with cfg.
@@ -316,13 +364,21 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{cfg: cfg, c: c, exp: expander{nullsAsBytes: cfg.JSONNullFields == "optional_bytes"},
-		log: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
+		log: slog.New(slog.DiscardHandler), base: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
 	r.load = func(ctx context.Context, table string) (*tableMeta, error) {
 		schema, name, _ := strings.Cut(table, ".")
 		return loadTable(ctx, cfg.PostgresURL, schema, name)
 	}
+	if cfg.avro() {
+		if r.avro, err = newAvroSerde(cfg.Registry); err != nil {
+			return nil, err
+		}
+	}
 	for _, o := range opts {
 		o(r)
+	}
+	if r.avro != nil {
+		r.avro.log = r.base.With("component", "schema_registry")
 	}
 	return r, nil
 }
@@ -337,8 +393,16 @@ func (r *Router) Route(e *connector.Event) (connector.Message, error) {
 		return connector.Message{}, err
 	}
 	m, err := r.route(t, e)
+	var notEvent errNotEvent
+	if errors.As(err, &notEvent) {
+		// Not this row's fault: the relay stopping while the registry
+		// did not answer, or a registry that refuses the relay.
+		return connector.Message{}, notEvent.error
+	}
 	if err != nil {
-		return connector.Message{}, &connector.EventError{EventID: e.ID, Origin: e.Origin, Err: err}
+		// The topic, when known, goes with the error, so that a dead
+		// letter says where the event was headed.
+		return connector.Message{Topic: m.Topic, EventID: e.ID}, &connector.EventError{EventID: e.ID, Origin: e.Origin, Err: err}
 	}
 	return m, nil
 }
@@ -549,10 +613,10 @@ func (r *Router) route(t *tableMeta, e *connector.Event) (connector.Message, err
 		}
 	}
 
-	if m.Key, err = r.key(t, e); err != nil {
+	if m.Key, err = r.key(t, e, topic); err != nil {
 		return m, err
 	}
-	if m.Value, err = r.value(t, e, envelope); err != nil {
+	if m.Value, err = r.value(t, e, topic, envelope); err != nil {
 		return m, err
 	}
 
@@ -638,7 +702,7 @@ func (r *Router) stringHeader(v string) ([]byte, error) {
 	return convertHeader(r.cfg.HeaderFormat, &Schema{Type: TypeString}, v)
 }
 
-func (r *Router) key(t *tableMeta, e *connector.Event) ([]byte, error) {
+func (r *Router) key(t *tableMeta, e *connector.Event, topic string) ([]byte, error) {
 	if r.cfg.KeyFormat == FormatRaw {
 		return []byte(e.AggregateID), nil
 	}
@@ -646,14 +710,14 @@ func (r *Router) key(t *tableMeta, e *connector.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := r.convert(r.cfg.KeyFormat, r.cfg.KeyDelegateFormat, s, v)
+	b, err := r.convert(topic, true, r.cfg.KeyFormat, r.cfg.KeyDelegateFormat, s, v)
 	if err != nil {
 		return nil, fmt.Errorf("key from column %q: %w", r.cfg.Columns.AggregateID, err)
 	}
 	return b, nil
 }
 
-func (r *Router) value(t *tableMeta, e *connector.Event, envelope []AdditionalField) ([]byte, error) {
+func (r *Router) value(t *tableMeta, e *connector.Event, topic string, envelope []AdditionalField) ([]byte, error) {
 	cfg := &r.cfg
 	blank := e.Payload == nil
 	if r.cfg.ValueFormat == FormatRaw {
@@ -698,16 +762,19 @@ func (r *Router) value(t *tableMeta, e *connector.Event, envelope []AdditionalFi
 			return nil, err
 		}
 	}
-	b, err := r.convert(cfg.ValueFormat, cfg.ValueDelegateFormat, schema, payload)
+	b, err := r.convert(topic, false, cfg.ValueFormat, cfg.ValueDelegateFormat, schema, payload)
 	if err != nil {
 		return nil, fmt.Errorf("value: %w", err)
 	}
 	return b, nil
 }
 
-// convert writes a key or value in format f, through the delegate format
-// for what bytes cannot write.
-func (r *Router) convert(f, delegate Format, s *Schema, v any) ([]byte, error) {
+// convert writes a key or value of topic in format f, through the
+// delegate format for what bytes cannot write.
+func (r *Router) convert(topic string, isKey bool, f, delegate Format, s *Schema, v any) ([]byte, error) {
+	if f == FormatAvro {
+		return r.avro.encode(topic, isKey, s, v)
+	}
 	if f == FormatBytes {
 		return passThrough(delegate, s, v)
 	}

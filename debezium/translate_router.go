@@ -3,6 +3,7 @@ package debezium
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -269,6 +270,7 @@ func (tr *translator) converters() {
 		if valueDelegate != "" {
 			tr.set("routing.value_delegate_format", string(valueDelegate))
 		}
+		tr.registry(key, value)
 	}
 	tr.set("routing.key_format", string(key))
 	tr.set("routing.value_format", string(value))
@@ -294,6 +296,146 @@ const (
 	byteBufferConverter = "io.debezium.converters.ByteBufferConverter"
 	binaryDataConverter = "io.debezium.converters.BinaryDataConverter"
 )
+
+// The Avro converters: Confluent's (kafka-connect-avro-converter) and
+// Apicurio's (apicurio-registry-utils-converter).
+const (
+	confluentAvroConverter = "io.confluent.connect.avro.AvroConverter"
+	apicurioAvroConverter  = "io.apicurio.registry.utils.converter.AvroConverter"
+)
+
+// subjectStrategies maps Confluent's subject name strategy classes
+// (io.confluent.kafka.serializers.subject) to schema_registry's names.
+var subjectStrategies = map[string]string{
+	"io.confluent.kafka.serializers.subject.TopicNameStrategy":       SubjectTopic,
+	"io.confluent.kafka.serializers.subject.RecordNameStrategy":      SubjectRecord,
+	"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": SubjectTopicRecord,
+}
+
+// registry maps the Schema Registry settings of the Avro key and value
+// converters (AbstractKafkaSchemaSerDeConfig's keys, under
+// key.converter. and value.converter.) onto schema_registry, which key
+// and value share: a setting the two give different values is refused.
+func (tr *translator) registry(key, value Format) {
+	var prefixes []string
+	if key == FormatAvro {
+		prefixes = append(prefixes, "key.converter")
+	}
+	if value == FormatAvro {
+		prefixes = append(prefixes, "value.converter")
+	}
+	if len(prefixes) == 0 {
+		return
+	}
+	// one reads a setting from every Avro converter; values that differ
+	// are refused, since key and value share one registry section.
+	one := func(name string) (string, string, bool) {
+		var val, at string
+		for _, p := range prefixes {
+			v, ok := tr.get(p + "." + name)
+			if !ok {
+				continue
+			}
+			v = strings.TrimSpace(v)
+			if at != "" && v != val {
+				tr.note(p+"."+name, Unsupported, "%q differs from %s's %q; outboxrelay's key and value share one schema_registry", v, at, val)
+				continue
+			}
+			val, at = v, p+"."+name
+		}
+		return val, at, at != ""
+	}
+	if v, at, ok := one("schema.registry.url"); ok {
+		v = tr.resolve(at, v)
+		// basic.auth.credentials.source URL: the user in the URL. It goes
+		// to username, and the password with the other secrets, so that
+		// neither the translated YAML nor a logged URL shows it.
+		var urls []string
+		for _, one := range strings.Split(v, ",") {
+			one = strings.TrimSpace(one)
+			if u, err := url.Parse(one); err == nil && u.User != nil {
+				tr.set("schema_registry.username", u.User.Username())
+				if pw, ok := u.User.Password(); ok {
+					tr.t.secrets["schema_registry.password"] = pw
+				}
+				u.User = nil
+				one = u.String()
+			}
+			urls = append(urls, one)
+		}
+		tr.set("schema_registry.url", strings.Join(urls, ","))
+	} else {
+		tr.note(prefixes[0]+".schema.registry.url", Unsupported, "the Avro converter needs schema.registry.url, the Schema Registry it registers its schemas in")
+	}
+	source := "URL"
+	if v, _, ok := one("basic.auth.credentials.source"); ok {
+		source = strings.ToUpper(v)
+	}
+	if v, at, ok := one("basic.auth.user.info"); ok {
+		v = tr.resolve(at, v)
+		switch source {
+		case "USER_INFO":
+			user, pw, _ := strings.Cut(v, ":")
+			tr.set("schema_registry.username", user)
+			if pw != "" {
+				tr.t.secrets["schema_registry.password"] = pw
+				tr.note(at, Info, "the password is used by run --debezium-config; `debezium translate` leaves it out (set schema_registry.password_file or OUTBOXRELAY_SCHEMA_REGISTRY_PASSWORD)")
+			}
+		default:
+			tr.note(at, Info, "no effect: basic.auth.credentials.source is %s, not USER_INFO", source)
+		}
+	}
+	switch source {
+	case "URL", "USER_INFO":
+	default:
+		for _, p := range prefixes {
+			if _, ok := tr.conn.Get(p + ".basic.auth.credentials.source"); ok {
+				tr.note(p+".basic.auth.credentials.source", Unsupported, "%s is not supported; outboxrelay authenticates to the registry with USER_INFO (basic.auth.user.info) or a user in the URL", source)
+			}
+		}
+	}
+	if v, _, ok := one("auto.register.schemas"); ok {
+		tr.set("schema_registry.auto_register", !strings.EqualFold(v, "false"))
+	}
+	if v, _, ok := one("use.latest.version"); ok {
+		tr.set("schema_registry.use_latest_version", strings.EqualFold(v, "true"))
+	}
+	for _, p := range prefixes {
+		what := strings.TrimSuffix(p, ".converter")
+		k := p + "." + what + ".subject.name.strategy"
+		v, ok := tr.get(k)
+		if !ok {
+			continue
+		}
+		st, known := subjectStrategies[strings.TrimSpace(v)]
+		if !known {
+			tr.note(k, Unsupported, "%s is not supported; outboxrelay names subjects with TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy", v)
+			continue
+		}
+		if prev, ok := tr.t.Setting("schema_registry.subject_name_strategy"); ok && prev != st {
+			tr.note(k, Unsupported, "%s differs from the key's; outboxrelay's key and value share one schema_registry.subject_name_strategy", v)
+			continue
+		}
+		tr.set("schema_registry.subject_name_strategy", st)
+	}
+	for _, p := range prefixes {
+		if v, ok := tr.get(p + ".connect.meta.data"); ok && strings.EqualFold(strings.TrimSpace(v), "false") {
+			tr.note(p+".connect.meta.data", Unsupported, "false is not supported: outboxrelay writes the connect.name and connect.version properties, as the default true")
+		}
+		for _, k := range tr.conn.Keys() {
+			if strings.HasPrefix(k, p+".schema.registry.ssl.") && !tr.used[k] {
+				tr.used[k] = true
+				tr.note(k, Unsupported, "Java key and trust stores are not read; give PEM files in schema_registry.tls (ca_file, cert_file, key_file)")
+			}
+		}
+		for _, k := range tr.conn.Keys() {
+			if strings.HasPrefix(k, p+".") && !tr.used[k] {
+				tr.used[k] = true
+				tr.note(k, Info, "Avro converter setting with no effect on the records outboxrelay writes")
+			}
+		}
+	}
+}
 
 // converter maps the key or value converter configured at prefix to its
 // format and, for a pass-through converter, the format of its delegate
@@ -326,6 +468,14 @@ func (tr *translator) converter(prefix string) (f, delegate Format) {
 		}
 	case "org.apache.kafka.connect.converters.ByteArrayConverter":
 		f = FormatBytes
+	case confluentAvroConverter, apicurioAvroConverter:
+		// The registry settings under prefix are read by registry, after
+		// both converters are known.
+		f = FormatAvro
+		if class == apicurioAvroConverter {
+			tr.note(prefix, Warning, "Apicurio's AvroConverter writes Apicurio's own header unless configured for Confluent compatibility (apicurio.registry.as-confluent=true, or the ccompat API); outboxrelay writes the Confluent wire format (magic byte 0, 4-byte schema id) through the registry's Confluent-compatible API: set %s.schema.registry.url to Apicurio's /apis/ccompat/v7 URL, and make sure consumers decode the Confluent format", prefix)
+		}
+		return f, ""
 	case binaryDataConverter, byteBufferConverter:
 		// Both write a BYTES value's bytes unchanged and hand anything else
 		// to the converter delegate.converter.type names, which their
@@ -357,6 +507,10 @@ func (tr *translator) delegateConverter(key string) Format {
 		return ""
 	}
 	f, delegate := tr.converter(key)
+	if f == FormatAvro {
+		tr.note(key, Unsupported, "%s as the delegate is not supported; set it as the converter itself (routing.value_format avro)", class)
+		return ""
+	}
 	if f != FormatBytes {
 		return f
 	}

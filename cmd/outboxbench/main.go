@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Aggregates, "aggregates", 10000, "aggregates the events belong to")
 	fs.IntVar(&cfg.Partitions, "partitions", 8, "partitions per topic")
 	fs.IntVar(&cfg.Writers, "writers", 4, "connections committing events")
-	sources := fs.String("sources", "cdc,poll", "sources to measure, comma-separated: cdc, cdc-eos (cdc with kafka.delivery exactly_once), poll, poll-eos (poll with exactly_once)")
+	sources := fs.String("sources", "cdc,poll", "sources to measure, comma-separated: cdc, cdc-eos (cdc with kafka.delivery exactly_once), cdc-avro (cdc writing Debezium's records as JSON with schemas, then as Avro through an in-process Schema Registry), poll, poll-eos (poll with exactly_once)")
 	rates := fs.String("rates", "1000,5000,20000", "steady-state rates in events/s, comma-separated; empty skips the latency phase")
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")

@@ -38,7 +38,7 @@ func TestSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run([]string{
 		"-events", "3000", "-txn-max", "20", "-writers", "2",
-		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,poll,poll-eos",
+		"-rates", "400", "-rate-duration", "1s", "-sources", "cdc,cdc-eos,cdc-avro,poll,poll-eos",
 		// The broker in a process of its own, and PostgreSQL's own WAL
 		// settings: the paths the plain run does not take.
 		"-broker-process", "-wal-defaults", "-produce-delay", "1ms",
@@ -80,8 +80,9 @@ func TestSmoke(t *testing.T) {
 	for _, d := range rep.Drains {
 		drains = append(drains, fmt.Sprintf("%s x%d", d.Source, d.Instances))
 	}
-	if got, want := strings.Join(drains, ", "), "cdc x1, cdc-eos x1, poll x1, poll x2, poll-eos x1, poll-eos x2"; got != want {
-		t.Fatalf("drains %s, want %s", got, want)
+	const wantDrains = "cdc x1, cdc-eos x1, cdc-json+schema x1, cdc-avro x1, poll x1, poll x2, poll-eos x1, poll-eos x2"
+	if got := strings.Join(drains, ", "); got != wantDrains {
+		t.Fatalf("drains %s, want %s", got, wantDrains)
 	}
 	for _, d := range rep.Drains {
 		// A transactional drain's count holds the commit markers too.
@@ -122,7 +123,7 @@ func TestSmoke(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical", "raw ingest", "backlog drain", "commit-to-Kafka latency", "cdc", "poll"} {
+	for _, want := range []string{"pg_recvlogical", "raw ingest", "backlog drain", "commit-to-Kafka latency", "cdc", "cdc-avro", "cdc-json+schema", "poll"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -128,7 +128,17 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		runOpts = append(runOpts, connector.WithRouter(tr))
 	}
 	if rc := cfg.DebeziumRouter(); rc != nil {
-		rt, err := debezium.NewRouter(*rc, debezium.WithLogger(log))
+		ropts := []debezium.RouterOption{debezium.WithLogger(log)}
+		if rc.KeyFormat == debezium.FormatAvro || rc.ValueFormat == debezium.FormatAvro {
+			observe, err := obs.watchRegistry()
+			if err != nil {
+				return err
+			}
+			// A registry that does not answer holds routing, which asks
+			// it again until it answers or the relay stops.
+			ropts = append(ropts, debezium.WithContext(ctx), debezium.WithRegistryState(observe))
+		}
+		rt, err := debezium.NewRouter(*rc, ropts...)
 		if err != nil {
 			return err
 		}

@@ -33,6 +33,19 @@ type observer struct {
 	// halted is the error that stopped relaying for good while the
 	// process stays up (a lost slot); nil while it relays.
 	halted atomic.Pointer[error]
+	// registry follows the Schema Registry of format avro; nil without.
+	registry *metrics.SchemaRegistry
+}
+
+// watchRegistry registers the Schema Registry's metrics and readiness
+// check, and returns what the router reports each request's outcome to.
+func (o *observer) watchRegistry() (func(error), error) {
+	r, err := metrics.NewSchemaRegistry(o.reg)
+	if err != nil {
+		return nil, err
+	}
+	o.registry = r
+	return r.Observe, nil
 }
 
 // halt records that relaying stopped on err and will not restart: the
@@ -81,29 +94,33 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 		o.m.WatchSlot(pg.SlotStalled)
 	}
 	h := o.cfg.HTTP
+	ready := []httpserver.Check{
+		{Name: "running", Func: func(context.Context) error {
+			if ctx.Err() != nil {
+				return errors.New("stopping: draining the events in flight")
+			}
+			return nil
+		}},
+		{Name: "postgres", Func: pg.Check},
+		httpserver.Cached(httpserver.Check{Name: "kafka", Func: func(ctx context.Context) error {
+			if err := snk.Client().Ping(ctx); err != nil {
+				return fmt.Errorf("no broker of %v answers: %w", o.cfg.Kafka.Brokers, err)
+			}
+			return nil
+		}}, kafkaCheckMaxAge),
+		{Name: "source", Func: o.sourceCheck},
+		{Name: "progress", Func: o.progressCheck(h.ReadyStallTimeout)},
+	}
+	if o.registry != nil {
+		ready = append(ready, httpserver.Check{Name: "schema_registry", Func: o.registry.Check})
+	}
 	srv, err := httpserver.Listen(h.Listen, httpserver.Config{
 		Gatherer: o.reg,
 		Live: []httpserver.Check{
-			{Name: "progress", Func: o.progressCheck(h.LiveStallTimeout)},
+			{Name: "progress", Func: o.liveProgressCheck(h.LiveStallTimeout)},
 			{Name: "connected", Func: o.connectedCheck(h.LiveStallTimeout)},
 		},
-		Ready: []httpserver.Check{
-			{Name: "running", Func: func(context.Context) error {
-				if ctx.Err() != nil {
-					return errors.New("stopping: draining the events in flight")
-				}
-				return nil
-			}},
-			{Name: "postgres", Func: pg.Check},
-			httpserver.Cached(httpserver.Check{Name: "kafka", Func: func(ctx context.Context) error {
-				if err := snk.Client().Ping(ctx); err != nil {
-					return fmt.Errorf("no broker of %v answers: %w", o.cfg.Kafka.Brokers, err)
-				}
-				return nil
-			}}, kafkaCheckMaxAge),
-			{Name: "source", Func: o.sourceCheck},
-			{Name: "progress", Func: o.progressCheck(h.ReadyStallTimeout)},
-		},
+		Ready: ready,
 	}, o.log)
 	if err != nil {
 		pg.Close()
@@ -176,6 +193,22 @@ func (o *observer) connectedCheck(bound time.Duration) func(context.Context) err
 			return fmt.Errorf("the source has not been connected for %s; its last run ended with: %w", down.Round(time.Second), p.SourceErr)
 		}
 		return fmt.Errorf("the source has not been connected for %s", down.Round(time.Second))
+	}
+}
+
+// liveProgressCheck is progressCheck for liveness, except while the
+// Schema Registry does not answer: publishing then waits for it on
+// purpose, and a restart would wait the same (readiness says so).
+func (o *observer) liveProgressCheck(bound time.Duration) func(context.Context) error {
+	progress := o.progressCheck(bound)
+	return func(ctx context.Context) error {
+		err := progress(ctx)
+		if err != nil && o.registry != nil {
+			if down := o.registry.Check(ctx); down != nil {
+				return httpserver.Note(fmt.Sprintf("%v; waiting for the schema registry, which a restart would not bring back", err))
+			}
+		}
+		return err
 	}
 }
 

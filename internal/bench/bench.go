@@ -196,6 +196,9 @@ func (r *run) writeBacklog(ctx context.Context) error {
 	if r.cfg.measures("cdc-eos") {
 		slots = append(slots, cdcEOSSlot)
 	}
+	if r.cfg.measures(formatsSource) {
+		slots = append(slots, cdcJSONSlot, cdcAvroSlot)
+	}
 	if err := db.createSlots(ctx, slots...); err != nil {
 		return err
 	}
@@ -290,6 +293,11 @@ func (r *run) measureDrains(ctx context.Context) error {
 			return err
 		}
 		if err := r.db.dropSlot(ctx, cdcEOSSlot); err != nil {
+			return err
+		}
+	}
+	if r.cfg.measures(formatsSource) {
+		if err := r.measureFormats(ctx); err != nil {
 			return err
 		}
 	}

@@ -24,8 +24,10 @@ type Config struct {
 	// Writers is how many connections commit the backlog and the
 	// steady-state load. Default 4.
 	Writers int
-	// Sources are the sources measured: "cdc", "poll" or both. Default
-	// both. The ceilings are measured whatever they are.
+	// Sources are the sources measured: "cdc", "cdc-eos", "cdc-avro" (two
+	// CDC drains writing Debezium's records as JSON with schemas and as
+	// Avro through a Schema Registry), "poll". Default cdc and poll. The
+	// ceilings are measured whatever they are.
 	Sources []string
 	// Rates are the steady-state commit rates, events per second; none
 	// skips the latency phase. Default 1000, 5000, 20000.
@@ -116,8 +118,8 @@ func (c *Config) Validate() error {
 		positive("rates", r)
 	}
 	for _, src := range c.Sources {
-		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" {
-			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, poll or poll-eos", src))
+		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" && src != formatsSource {
+			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, cdc-avro, poll or poll-eos", src))
 		}
 	}
 	if c.RateDuration <= 0 {

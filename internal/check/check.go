@@ -132,7 +132,8 @@ type options struct {
 // WithTimeout bounds each connection attempt and each step. Default 10s.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// Run checks everything cfg needs, PostgreSQL then Kafka. It never stops
+// Run checks everything cfg needs, PostgreSQL, Kafka, then the Schema
+// Registry of format avro. It never stops
 // at the first failure: a check that cannot run because of an earlier one
 // is reported as skipped.
 func Run(ctx context.Context, cfg *config.Config, opts ...Option) *Report {
@@ -143,5 +144,6 @@ func Run(ctx context.Context, cfg *config.Config, opts ...Option) *Report {
 	r := &Report{secrets: cfg.Secrets()}
 	pg := checkPostgres(ctx, r, cfg, o)
 	checkKafka(ctx, r, cfg, o, pg)
+	checkRegistry(ctx, r, cfg, o, pg)
 	return r
 }

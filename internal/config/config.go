@@ -29,9 +29,11 @@ type Config struct {
 	Poll     Poll     `yaml:"poll"`
 	Kafka    Kafka    `yaml:"kafka"`
 	Routing  Routing  `yaml:"routing"`
-	Log      Log      `yaml:"log"`
-	Shutdown Shutdown `yaml:"shutdown"`
-	HTTP     HTTP     `yaml:"http"`
+	// SchemaRegistry serves format avro (registry.go).
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+	Log            Log            `yaml:"log"`
+	Shutdown       Shutdown       `yaml:"shutdown"`
+	HTTP           HTTP           `yaml:"http"`
 }
 
 // Postgres is the database connection.

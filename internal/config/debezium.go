@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/debezium"
@@ -15,15 +16,15 @@ type DebeziumRouting struct {
 	TopicReplacement         string   `yaml:"topic_replacement" doc:"Topic of an aggregate type topic_regex matches, with $1 and ${name} group references (route.topic.replacement); overrides topic_prefix." default:"(none)"`
 	AdditionalFields         []string `yaml:"additional_fields" doc:"More columns in each record, each column:placement[:alias], placement header, envelope or partition (table.fields.additional.placement)." default:"(none)"`
 	AdditionalFieldsRequired *bool    `yaml:"additional_fields_required" doc:"A header or partition column missing from a row is an error; false leaves it out (table.fields.additional.error.on.missing)." default:"true"`
-	ExpandJSONPayload        *bool    `yaml:"expand_json_payload" doc:"Write a JSON payload as a JSON object instead of a string, as table.expand.json.payload; needs value_format json, json+schema or string." default:"false"`
+	ExpandJSONPayload        *bool    `yaml:"expand_json_payload" doc:"Write a JSON payload as a JSON object instead of a string, as table.expand.json.payload; needs value_format json, json+schema, string or avro." default:"false"`
 	JSONNullFields           string   `yaml:"json_null_fields" doc:"Null fields of an expanded payload: ignore drops them, optional_bytes keeps them (table.json.payload.null.behavior)." default:"ignore"`
 	TimestampColumn          string   `yaml:"timestamp_column" doc:"Column holding the record timestamp (timestamp, timestamptz or bigint epoch ms) instead of the commit time (table.field.event.timestamp)." default:"(commit time)"`
 	TombstoneOnEmptyPayload  *bool    `yaml:"tombstone_on_empty_payload" doc:"A NULL or blank payload makes a record with a null value (route.tombstone.on.empty.payload)." default:"false"`
 	TracingColumn            string   `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
 	SchemaVersionColumn      string   `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
 	SchemaTopicPrefix        string   `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
-	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged)." default:"raw"`
-	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema or bytes, as key_format. raw and bytes both write a bytea payload's bytes unchanged, an empty one as an empty value and only NULL as a null value." default:"raw"`
+	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged), avro (Confluent's AvroConverter: the schema registered in schema_registry, the Confluent wire format)." default:"raw"`
+	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema, bytes or avro, as key_format. raw and bytes both write a bytea payload's bytes unchanged, an empty one as an empty value and only NULL as a null value." default:"raw"`
 	KeyDelegateFormat        string   `yaml:"key_delegate_format" doc:"With key_format bytes, how a key column that is not bytea is written: string, json or json+schema (BinaryDataConverter's delegate.converter.type). Unset, such a column is refused at start." default:"(none)"`
 	ValueDelegateFormat      string   `yaml:"value_delegate_format" doc:"With value_format bytes, how a value that is not bytes (a payload column that is not bytea, envelope fields, an expanded payload) is written: string, json or json+schema, as key_delegate_format." default:"(none)"`
 	HeaderFormat             string   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
@@ -71,6 +72,7 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 		HeaderFormat:             debezium.Format(d.HeaderFormat),
 		KeyDelegateFormat:        debezium.Format(d.KeyDelegateFormat),
 		ValueDelegateFormat:      debezium.Format(d.ValueDelegateFormat),
+		Registry:                 c.SchemaRegistry.registry(),
 	}
 }
 
@@ -78,7 +80,13 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 func (c *Config) validateDebezium() error {
 	rc := c.DebeziumRouter()
 	if rc == nil {
+		if c.SchemaRegistry.set() {
+			return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
+		}
 		return nil
+	}
+	if c.SchemaRegistry.set() && rc.KeyFormat != debezium.FormatAvro && rc.ValueFormat != debezium.FormatAvro {
+		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("routing: %w", err)

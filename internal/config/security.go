@@ -116,6 +116,9 @@ func (c *Config) readSecretFiles() error {
 			c.Kafka.SASL.Password = Secret(pw)
 		}
 	}
+	if err := c.SchemaRegistry.readPassword(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -212,6 +215,10 @@ func (c *Config) Secrets() []string {
 	}
 	if c.Kafka.SASL.Password != "" {
 		out = append(out, c.Kafka.SASL.Password.Reveal())
+	}
+	if pw := c.SchemaRegistry.registry().Password; pw != "" {
+		// From password, password_file or a URL's user part.
+		out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
 	}
 	return out
 }

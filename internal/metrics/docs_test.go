@@ -33,7 +33,14 @@ func TestDocsListMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer probe.Close()
+	sreg, err := NewSchemaRegistry(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	descs := make(chan *prometheus.Desc, 100)
+	for _, c := range []prometheus.Collector{sreg.up, sreg.errors} {
+		c.Describe(descs)
+	}
 	for _, c := range []prometheus.Collector{m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts, relayCollector{m}, probe} {
 		c.Describe(descs)
 	}

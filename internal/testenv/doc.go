@@ -21,6 +21,10 @@
 //
 // Kafka starts a fresh kfake cluster per call; Consume reads records back.
 //
+// StartRegistry starts a Schema Registry speaking the part of Confluent's
+// REST API that franz-go's sr client uses, which a test can stop and start
+// again on the same address, and make refuse a subject's new schemas.
+//
 // Packages that use testenv call Main from TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
