@@ -393,6 +393,10 @@ type stream struct {
 	// The transaction being received.
 	inTxn      bool
 	commitTime time.Time
+	// serverTime is the send time of the last XLogData, and stages the
+	// times of the transaction being received (connector.Stages).
+	serverTime time.Time
+	stages     connector.Stages
 	origin     string
 	txnEvents  int
 	batch      []connector.Event
@@ -560,6 +564,7 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("parse XLogData: %w", err)
 		}
+		st.serverTime = xld.ServerTime
 		return st.decode(ctx, xld.WALData)
 	}
 	return nil
@@ -580,6 +585,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		st.inTxn = true
 		st.skipTxn = m.FinalLSN < st.skipBefore
 		st.commitTime = m.CommitTime
+		st.stages = connector.Stages{Sent: st.serverTime, Received: time.Now()}
 		st.origin = "commit " + m.FinalLSN.String()
 		st.txnEvents = 0
 	case *pglogrepl.UpdateMessage:
@@ -648,7 +654,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		st.cols = cols
 		e = tbl.columns.NewEvent(cols, st.commitTime, st.origin)
 	}
-	e.Table = tbl.qualified
+	e.Table, e.Stages = tbl.qualified, st.stages
 	if inv, ok := e.Invalid.(*connector.EventError); ok {
 		st.src.explainMissing(inv, rel, tbl)
 	}

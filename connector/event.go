@@ -37,10 +37,26 @@ type Event struct {
 	// Table is the outbox table the row is in, schema.table. Empty: the
 	// one table configured (a source that does not say).
 	Table string
+	// Stages are when the event passed the source's stages, for the
+	// metrics of slow events; zero where a source cannot tell.
+	Stages Stages
 	// Invalid, when not nil, says why this row is not a valid outbox event
 	// (a required column is NULL, say). The runner does not publish it: it
 	// sends it to the dead letter topic or stops with this error.
 	Invalid error
+}
+
+// Stages are the times an event passed on its way to the runner, besides
+// its commit: with CommitTime and the sink's own times they tell which
+// stage held a slow event.
+type Stages struct {
+	// Sent is when the server sent the event's transaction, by its clock
+	// (CDC: the walsender's send time of the transaction's first
+	// message); zero when the source cannot tell (the poller).
+	Sent time.Time
+	// Received is when the source read it (CDC: the transaction's first
+	// message; the poller: its claim).
+	Received time.Time
 }
 
 // Field returns the value of the named column: one of the mapped columns or

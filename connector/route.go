@@ -22,6 +22,9 @@ type Message struct {
 	Timestamp time.Time
 	// EventID is the outbox event's id, for errors and dead letters.
 	EventID string
+	// Stages are the event's [Stages], which the runner copies over
+	// whatever the router made: a sink decorator measures with them.
+	Stages Stages
 	// Partition, when not nil, is the partition to write to instead of
 	// the one the key hashes to (Debezium's partition placement). A
 	// partition the topic does not have makes the message an

@@ -274,6 +274,7 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 		*m, err = Message{}, e.Invalid
 		if err == nil {
 			*m, err = r.router.Route(e)
+			m.Stages = e.Stages
 		}
 		if err == nil {
 			if _, suspect := r.poisoned[e.ID]; suspect {

@@ -299,6 +299,7 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 		[][]byte{[]byte(arr.String()), []byte(strconv.Itoa(s.cfg.BatchSize))},
 		[]uint32{int4ArrayOID, int4OID}, nil, meta.formats)
 	origin := "table " + s.cfg.Table
+	stages := connector.Stages{Received: time.Now()}
 	nc := len(meta.cols)
 	var events []connector.Event
 	var tids []string
@@ -327,7 +328,7 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 			at = time.UnixMicro(us)
 		}
 		e := s.cfg.Columns.NewEvent(cols, at, origin)
-		e.Table = s.qualified
+		e.Table, e.Stages = s.qualified, stages
 		events = append(events, e)
 		tids = append(tids, string(vals[nc]))
 		if attempts > 0 {

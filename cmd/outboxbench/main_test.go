@@ -110,6 +110,11 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("latency of %s, want %s at one rate: %+v", got, want, rep.Latency)
 	}
 	for _, l := range rep.Latency {
+		// The relay's own stage metric: every slow event has a relay and
+		// a kafka stage.
+		if _, ok := l.SlowStagesMs["kafka"]; l.SlowEvents > 0 && (!ok || len(l.SlowStagesMs) < 2) {
+			t.Errorf("%s latency: %d slow events with stages %v", l.Source, l.SlowEvents, l.SlowStagesMs)
+		}
 		if l.TargetRate != 400 || l.Events != 400 || l.Rate <= 0 || l.PeakRSSMiB <= 0 {
 			t.Errorf("latency: %+v", l)
 		}

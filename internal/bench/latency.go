@@ -85,8 +85,14 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 	if r.cfg.ProfileDir != "" {
 		command = r.profiledRelay(k.name + "-live")
 	}
+	// The relay's own view of its slow events, read from its metrics.
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	p, err := startRelay(command, relayConfig{
 		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source, delivery: k.delivery,
+		httpAddr: addr,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
 		return nil, err
@@ -141,12 +147,22 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 		events := max(r.cfg.LatencyTxnRows, int(float64(rate)*r.cfg.RateDuration.Seconds()))
 		events -= events % r.cfg.LatencyTxnRows
 		r.say("latency: %s at %d events/s for %s ...", k.name, rate, r.cfg.RateDuration)
+		before, err := readStages(ctx, addr)
+		if err != nil {
+			return out, err
+		}
 		l, err := r.steady(ctx, k.name, p, writers, arr, r.nextSeq, events, rate, r.cfg.LatencyTxnRows)
 		if err != nil {
 			return out, fmt.Errorf("%s latency at %d events/s: %w", k.name, rate, err)
 		}
+		after, err := readStages(ctx, addr)
+		if err != nil {
+			return out, err
+		}
+		l.SlowEvents, l.SlowStagesMs = slowStages(before, after)
 		r.nextSeq += events
-		r.say("latency: %s at %d events/s: p50 %.2fms p99 %.2fms max %.2fms (achieved %.0f/s)", k.name, rate, l.P50, l.P99, l.Max, l.Rate)
+		r.say("latency: %s at %d events/s: p50 %.2fms p99 %.2fms max %.2fms (achieved %.0f/s); slow events (>= 10ms in the relay's metrics) %s",
+			k.name, rate, l.P50, l.P99, l.Max, l.Rate, formatStages(l.SlowEvents, l.SlowStagesMs))
 		out = append(out, l)
 	}
 	if err := p.stop(time.Minute); err != nil {

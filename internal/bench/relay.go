@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type relayConfig struct {
 	source  string // the source's own section, YAML at top level
 	// delivery is kafka.delivery; empty: the default.
 	delivery string
+	// httpAddr is http.listen; empty: any free port.
+	httpAddr string
 }
 
 func (c relayConfig) yaml() string {
@@ -42,8 +45,9 @@ func (c relayConfig) yaml() string {
 	if c.delivery != "" {
 		delivery = "\n  delivery: " + c.delivery
 	}
-	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]%s\nlog:\n  level: warn\nhttp:\n  listen: 127.0.0.1:0\n%s",
-		c.url, c.table, strings.Join(c.brokers, ", "), delivery, c.source)
+	addr := cmp.Or(c.httpAddr, "127.0.0.1:0")
+	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]%s\nlog:\n  level: warn\nhttp:\n  listen: %s\n%s",
+		c.url, c.table, strings.Join(c.brokers, ", "), delivery, addr, c.source)
 }
 
 // relayProc is a relay running as a child process.

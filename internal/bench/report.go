@@ -115,6 +115,12 @@ type Latency struct {
 	// the rate was held: writers, PostgreSQL, relay, broker and consumer
 	// share them.
 	MachineBusy float64 `json:"machine_busy"`
+	// SlowEvents are the events the relay itself saw take 10 ms or more
+	// from commit to Kafka's acknowledgement, and SlowStagesMs the mean
+	// milliseconds each stage held them (postgres, network, relay, kafka;
+	// outboxrelay_slow_event_stage_seconds).
+	SlowEvents   int                `json:"slow_events"`
+	SlowStagesMs map[string]float64 `json:"slow_stages_ms,omitempty"`
 }
 
 // PhaseTiming says how long each part of the run took.
@@ -183,6 +189,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 				l.Source, l.TargetRate, l.Rate, l.Events, l.P50, l.P90, l.P99, l.Max, l.PeakRSSMiB, l.CPUSecPerMil, 100*l.MachineBusy)
 		}
 		tw.Flush()
+		fmt.Fprintf(&b, "\nslow events: those the relay saw take 10 ms or more from commit to Kafka's acknowledgement, and the mean ms each stage held them\n")
+		for _, l := range r.Latency {
+			fmt.Fprintf(&b, "  %s at %d/s: %s\n", l.Source, l.TargetRate, formatStages(l.SlowEvents, l.SlowStagesMs))
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\nnote: %s", n)

@@ -24,6 +24,8 @@ type Metrics struct {
 	published     *prometheus.CounterVec
 	publishErrors *prometheus.CounterVec
 	latency       prometheus.Histogram
+	stages        *prometheus.HistogramVec
+	slow          stageObservers
 	batchEvents   prometheus.Histogram
 	deadLettered  prometheus.Counter
 	restarts      prometheus.Counter
@@ -66,6 +68,10 @@ func WithBuildInfo(version string) Option {
 // down for minutes and is catching up.
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
+// stageBuckets span a stage of a slow event, from a millisecond to the
+// seconds of a relay catching up.
+var stageBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 // New registers the relay's metrics on reg, with Go runtime and process
 // metrics, and returns them.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
@@ -84,6 +90,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help:    "Time from an event's record timestamp (by default its commit in PostgreSQL) to Kafka's acknowledgement of it.",
 			Buckets: latencyBuckets,
 		}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "slow_event_stage_seconds",
+			Help:    "For each event 10ms or more from its commit to Kafka's acknowledgement, how long each stage held it: postgres (commit to the server sending it; the poller: to its claim), network (sent to read by the relay; CDC), relay (read to handed to the producer), kafka (the producer's batching and the broker).",
+			Buckets: stageBuckets,
+		}, []string{"stage"}),
 		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "batch_events",
 			Help:    "Events per batch read from the source.",
@@ -98,6 +109,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help: "Times the relay restarted its source from the last checkpoint, after a lost connection or a failed produce.",
 		}),
 	}
+	m.slow = newStageObservers(m.stages)
 	for _, o := range opts {
 		o(m)
 	}
@@ -108,7 +120,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m.kafka = kafka
 	cs := []prometheus.Collector{
-		m.published, m.publishErrors, m.latency, m.batchEvents, m.deadLettered, m.restarts,
+		m.published, m.publishErrors, m.latency, m.stages, m.batchEvents, m.deadLettered, m.restarts,
 		relayCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

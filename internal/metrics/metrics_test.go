@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -525,4 +526,67 @@ func TestSourceUpFollowsTheStream(t *testing.T) {
 	}
 	cancel()
 	<-res
+}
+
+// A slow event's time is split into the stages that held it: the CDC
+// source knows when the walsender sent the transaction and when the relay
+// read it, the poller only when it claimed the rows. Fast events are left
+// out.
+func TestSlowEventStages(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	fs := &fakeSink{}
+	s := m.Sink(fs)
+	ctx := context.Background()
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	publish := func(commit time.Time, st connector.Stages) func(error) {
+		t.Helper()
+		if err := s.Publish(ctx, &connector.Message{Topic: "t", Timestamp: commit, Stages: st}, func(error) {}); err != nil {
+			t.Fatal(err)
+		}
+		return fs.dones[len(fs.dones)-1]
+	}
+	t0 := clk.now()
+	// Fast: 5ms in all.
+	clk.add(ms(4))
+	fast := publish(t0, connector.Stages{Sent: t0.Add(ms(1)), Received: t0.Add(ms(2))})
+	clk.add(ms(1))
+	fast(nil)
+	// CDC, 50ms: postgres 2, network 3, relay 15 (published at 20), kafka 30.
+	t1 := clk.now()
+	clk.add(ms(20))
+	cdc := publish(t1, connector.Stages{Sent: t1.Add(ms(2)), Received: t1.Add(ms(5))})
+	clk.add(ms(30))
+	cdc(nil)
+	// The poller, 60ms: postgres 40 (claimed), relay 1, kafka 19.
+	t2 := clk.now()
+	clk.add(ms(41))
+	poll := publish(t2, connector.Stages{Received: t2.Add(ms(40))})
+	clk.add(ms(19))
+	poll(nil)
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		if mf.GetName() != "outboxrelay_slow_event_stage_seconds" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			h := mt.GetHistogram()
+			got[mt.GetLabel()[0].GetValue()] = fmt.Sprintf("%d events, %.0fms", h.GetSampleCount(), h.GetSampleSum()*1000)
+		}
+	}
+	want := map[string]string{
+		StagePostgres: "2 events, 42ms",
+		StageNetwork:  "1 events, 3ms",
+		StageRelay:    "2 events, 16ms",
+		StageKafka:    "2 events, 49ms",
+	}
+	for stage, w := range want {
+		if got[stage] != w {
+			t.Errorf("stage %s: %q, want %q", stage, got[stage], w)
+		}
+	}
 }

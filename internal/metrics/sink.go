@@ -48,7 +48,7 @@ func (s *sink) counters(topic string) *topicCounters {
 }
 
 func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(error)) error {
-	f := s.m.sent(msg.Timestamp, s.counters(msg.Topic), isDeadLetter(msg), done)
+	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg.Topic), isDeadLetter(msg), done)
 	err := s.Sink.Publish(ctx, msg, f.ack)
 	if err != nil {
 		// Not sent, and done will not be called.
@@ -61,6 +61,7 @@ func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(er
 type flight struct {
 	prev, next   *flight
 	commit, sent time.Time
+	stages       connector.Stages
 	counters     *topicCounters
 	deadLetter   bool
 	done         func(error)
@@ -119,12 +120,12 @@ func (l *flights) remove(f *flight) {
 }
 
 // sent records a message handed to the sink.
-func (m *Metrics) sent(commit time.Time, c *topicCounters, deadLetter bool, done func(error)) *flight {
+func (m *Metrics) sent(commit time.Time, stages connector.Stages, c *topicCounters, deadLetter bool, done func(error)) *flight {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.inflight.push(m)
-	f.commit, f.sent, f.counters, f.deadLetter, f.done = commit, now, c, deadLetter, done
+	f.commit, f.sent, f.stages, f.counters, f.deadLetter, f.done = commit, now, stages, c, deadLetter, done
 	return f
 }
 
@@ -133,7 +134,7 @@ func (m *Metrics) sent(commit time.Time, c *topicCounters, deadLetter bool, done
 func (m *Metrics) settled(f *flight, err error) {
 	now := m.now()
 	m.mu.Lock()
-	commit, c, deadLetter := f.commit, f.counters, f.deadLetter
+	commit, sent, stages, c, deadLetter := f.commit, f.sent, f.stages, f.counters, f.deadLetter
 	m.inflight.remove(f)
 	m.mu.Unlock()
 	if err != nil {
@@ -147,8 +148,70 @@ func (m *Metrics) settled(f *flight, err error) {
 	if !commit.IsZero() {
 		// Clocks of two hosts: a commit "in the future" is a skew, not a
 		// negative latency.
-		m.latency.Observe(max(now.Sub(commit), 0).Seconds())
+		total := now.Sub(commit)
+		m.latency.Observe(max(total, 0).Seconds())
+		if total >= SlowEvent {
+			m.slow.observe(commit, stages, sent, now)
+		}
 	}
+}
+
+// SlowEvent is how long from its commit to Kafka's acknowledgement makes an
+// event slow: for those, outboxrelay_slow_event_stage_seconds says which
+// stage held it.
+const SlowEvent = 10 * time.Millisecond
+
+// The stages of a slow event, as outboxrelay_slow_event_stage_seconds
+// labels them.
+const (
+	// StagePostgres is from the commit to the server sending it (CDC: the
+	// walsender), or to the poller's claim.
+	StagePostgres = "postgres"
+	// StageNetwork is from the server sending it to the relay reading it
+	// (CDC only).
+	StageNetwork = "network"
+	// StageRelay is from the relay reading it to handing it to the
+	// producer: decoding, batching, routing, and waiting for room in the
+	// producer's buffer.
+	StageRelay = "relay"
+	// StageKafka is from the producer taking it to Kafka acknowledging it:
+	// the producer's batching and the broker.
+	StageKafka = "kafka"
+)
+
+// stageObservers are the stage histogram's children, looked up once.
+type stageObservers struct {
+	postgres, network, relay, kafka prometheus.Observer
+}
+
+func newStageObservers(h *prometheus.HistogramVec) stageObservers {
+	return stageObservers{
+		postgres: h.WithLabelValues(StagePostgres), network: h.WithLabelValues(StageNetwork),
+		relay: h.WithLabelValues(StageRelay), kafka: h.WithLabelValues(StageKafka),
+	}
+}
+
+// observe records a slow event's stages; a time the source could not tell
+// leaves its stage out, and the next stage starts from the last time
+// known. PostgreSQL's times are its host's clock: a skew between the two
+// hosts shifts time between the postgres and network stages (never below
+// zero).
+func (o stageObservers) observe(commit time.Time, st connector.Stages, sent, acked time.Time) {
+	at := commit
+	if !st.Sent.IsZero() {
+		o.postgres.Observe(max(st.Sent.Sub(at), 0).Seconds())
+		at = st.Sent
+	}
+	if !st.Received.IsZero() {
+		if st.Sent.IsZero() {
+			o.postgres.Observe(max(st.Received.Sub(at), 0).Seconds())
+		} else {
+			o.network.Observe(max(st.Received.Sub(at), 0).Seconds())
+		}
+		at = st.Received
+	}
+	o.relay.Observe(max(sent.Sub(at), 0).Seconds())
+	o.kafka.Observe(max(acked.Sub(sent), 0).Seconds())
 }
 
 // isDeadLetter tells the runner's dead letters by the header that says why

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// stageMetric is the relay's histogram of what held its slow events
+// (internal/metrics): the events 10 ms or more from commit to Kafka's
+// acknowledgement, by stage.
+const stageMetric = "outboxrelay_slow_event_stage_seconds"
+
+// stageTotals are the stage histogram's counts and sums at one moment.
+type stageTotals map[string]struct {
+	count uint64
+	sum   float64
+}
+
+// freeAddr is a loopback address nothing listens on, for a relay's HTTP
+// endpoint that the benchmark reads.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// readStages reads the stage histogram from the relay's /metrics at addr.
+func readStages(ctx context.Context, addr string) (stageTotals, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read the relay's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse the relay's metrics: %w", err)
+	}
+	out := stageTotals{}
+	if mf, ok := mfs[stageMetric]; ok {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					h := m.GetHistogram()
+					out[l.GetValue()] = struct {
+						count uint64
+						sum   float64
+					}{h.GetSampleCount(), h.GetSampleSum()}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// slowStages says what held the slow events between two readings: how
+// many there were, and the mean milliseconds each stage held them.
+func slowStages(before, after stageTotals) (int, map[string]float64) {
+	var slow uint64
+	means := map[string]float64{}
+	for stage, a := range after {
+		b := before[stage]
+		n := a.count - b.count
+		if n == 0 {
+			continue
+		}
+		// Every slow event has a relay and a kafka stage.
+		if stage == "kafka" {
+			slow = n
+		}
+		means[stage] = 1000 * (a.sum - b.sum) / float64(n)
+	}
+	return int(slow), means
+}
+
+// formatStages is the table cell for slow events' stages.
+func formatStages(slow int, means map[string]float64) string {
+	if slow == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, stage := range []string{"postgres", "network", "relay", "kafka"} {
+		if ms, ok := means[stage]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", stage, ms))
+		}
+	}
+	return fmt.Sprintf("%d: %s", slow, strings.Join(parts, ", "))
+}
