@@ -335,6 +335,8 @@ func TestDeployQueriesMatchMetrics(t *testing.T) {
 	got := exported{}
 	t.Run("cdc", func(t *testing.T) { got.add(scrapeRelaying(t, "cdc")) })
 	t.Run("poll", func(t *testing.T) { got.add(scrapeRelaying(t, "poll")) })
+	// Format avro adds the Schema Registry's metrics.
+	t.Run("cdc-avro", func(t *testing.T) { got.add(scrapeRelaying(t, "cdc-avro")) })
 	if t.Failed() {
 		return
 	}
@@ -353,7 +355,7 @@ func TestDeployQueriesMatchMetrics(t *testing.T) {
 			}
 			labels, ok := got[s.metric]
 			if !ok {
-				t.Errorf("%s queries %s, which the relay does not export (cdc or poll)", q.from, s.metric)
+				t.Errorf("%s queries %s, which the relay does not export (cdc, poll or cdc with format avro)", q.from, s.metric)
 				continue
 			}
 			maps.Copy(known, labels)
@@ -399,6 +401,11 @@ func scrapeRelaying(t *testing.T, source string) map[string]*dto.MetricFamily {
 		"http.listen":             "127.0.0.1:0",
 	}
 	switch source {
+	case "cdc-avro":
+		env["source"] = "cdc"
+		env["routing.value_format"] = "avro"
+		env["schema_registry.url"] = testenv.StartRegistry(t, "", "").URL
+		fallthrough
 	case "cdc":
 		env["cdc.slot"], env["cdc.publication"], env["cdc.status_interval"] = name, name, "100ms"
 	case "poll":
