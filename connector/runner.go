@@ -216,11 +216,16 @@ loop:
 		}
 	}
 
-	// Drain what is in flight on a graceful stop, and also when the source
-	// lost its connection: the acknowledgements still move its checkpoint,
-	// which it reports when it reconnects.
+	// Drain what is in flight on a graceful stop. When the source lost its
+	// connection, another instance may have taken over what it reads (a
+	// standby, after this one was frozen or cut off): without Kafka
+	// transactions nothing fences this one, so it drops the records it
+	// has not sent yet rather than write them after the other's, and
+	// publishes them again from its checkpoint. What was already on its
+	// way still lands. With transactions, what ends at a checkpoint is
+	// committed; a successor's fencing refuses it.
 	drained := false
-	if failure == nil || srcEnded {
+	if failure == nil || (srcEnded && r.txn != nil) {
 		flushCtx, cancel := pubCtx, context.CancelFunc(func() {})
 		if srcEnded {
 			flushCtx, cancel = context.WithTimeout(pubCtx, r.cfg.ShutdownTimeout)
@@ -245,6 +250,10 @@ loop:
 		}
 	}
 	if !drained {
+		if srcEnded && r.txn == nil {
+			r.log.Info("the source lost its connection: dropping the events not yet sent to Kafka rather than sending them, in case another instance has taken over; they are published again from the checkpoint",
+				"in_flight", t.inFlight(), "err", failure)
+		}
 		// Fail whatever is still buffered so every Done is called and the
 		// sink starts clean on the next run.
 		abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -616,6 +618,96 @@ func TestDeadConnStandbyEndsSilentHolder(t *testing.T) {
 	if code := b.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 		t.Errorf("the successor exited %d after SIGTERM, want 0", code)
 	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events: %d repeated", rep.records, len(rows), rep.duplicates)
+}
+
+// At least once has no fencing: a relay that lost its replication stream
+// drops the records it has not sent yet, rather than write them after a
+// relay that may have taken over meanwhile, and publishes them again from
+// its checkpoint. The broker holds every produce request while the stream
+// is cut, so that the producer has records buffered behind the requests in
+// flight; once those are answered, the old stream sends nothing more
+// before the new one starts, and every event arrives, in order.
+func TestLostStreamDropsUnsentRecords(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	snk, err := sink.New(sink.Config{Brokers: e.brokers}, sink.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The source starts again 3s after the loss: a window in which only
+	// the old stream could send.
+	r, err := connector.NewRunner(cdcKind.open(t, e.url, e.table, e.name), snk,
+		connector.RunnerConfig{RetryMin: 3 * time.Second, RetryMax: 3 * time.Second}, connector.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		err := r.Run(runCtx)
+		snk.Close()
+		done <- err
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	})
+	cdcKind.ready(ctx, t, e.pool, e.name)
+
+	var produces atomic.Int64
+	var holding atomic.Bool
+	release := make(chan struct{})
+	holding.Store(true)
+	e.cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		produces.Add(1)
+		if holding.Load() {
+			e.cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	w := workload{table: e.table, writers: 2, aggregates: 20, events: 2000, txnSize: 10}
+	w.write(ctx, t, e.pool)
+	// The walsender has sent everything; give the relay a moment to read
+	// it into the producer, behind the held requests.
+	deadline := time.Now().Add(30 * time.Second)
+	for countRows(t, e.pool, `SELECT count(*) FROM pg_stat_replication WHERE sent_lsn < pg_current_wal_lsn()`) != 0 || produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the walsender did not send the events, or the relay produced none (%d requests)", produces.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := e.pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, e.name); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "dropping the events not yet sent") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not drop its unsent records after losing its stream:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	holding.Store(false)
+	close(release)
+	// The requests in flight are answered; the source starts again 3s
+	// after the loss. Meanwhile the old stream sends nothing.
+	time.Sleep(200 * time.Millisecond)
+	after := produces.Load()
+	time.Sleep(1500 * time.Millisecond)
+	if n := produces.Load() - after; n != 0 {
+		t.Errorf("%d produce requests after the lost stream's requests in flight were answered and before the source started again; want none", n)
+	}
+	rows := readRows(ctx, t, e.pool, e.table)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.waitFor(t, rows, time.Minute)
 	c.settle(300 * time.Millisecond)
 	rep := c.check(t, rows, partitions)
 	t.Logf("%d records for %d events: %d repeated", rep.records, len(rows), rep.duplicates)
