@@ -3,13 +3,11 @@ package debezium
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/tlsfiles"
 )
 
 // Subject name strategies: how the subject a schema is registered under is
@@ -88,35 +87,8 @@ type RegistryTLS struct {
 
 // config builds the tls.Config of the registry's connections.
 func (t RegistryTLS) config() (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as for tests only
-	}
-	var errs []error
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("schema_registry.tls.ca_file: %w", err))
-		} else {
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("schema_registry.tls.ca_file: %s holds no PEM certificate", t.CAFile))
-			}
-		}
-	}
-	switch {
-	case t.CertFile != "" && t.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("schema_registry.tls.cert_file and key_file: %w", err))
-		} else {
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	case t.CertFile != "" || t.KeyFile != "":
-		errs = append(errs, errors.New("schema_registry.tls: cert_file and key_file go together; set both for a client certificate, or neither"))
-	}
-	return tc, errors.Join(errs...)
+	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}.Config("schema_registry.tls")
 }
 
 func (c *RegistryConfig) setDefaults() {

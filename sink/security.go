@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/tlsfiles"
 )
 
 // TLS is the client side of TLS to the brokers.
@@ -95,39 +95,8 @@ func (t TLS) config() (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as for tests only
-	}
-	var errs []error
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("kafka.tls.ca_file: %w", err))
-		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("kafka.tls.ca_file: %s holds no PEM certificate", t.CAFile))
-			}
-			tc.RootCAs = pool
-		}
-	}
-	switch {
-	case t.CertFile != "" && t.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("kafka.tls.cert_file and key_file: %w", err))
-		} else {
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	case t.CertFile != "" || t.KeyFile != "":
-		errs = append(errs, errors.New("kafka.tls: cert_file and key_file go together; set both for a client certificate, or neither"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return tc, nil
+	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}.Config("kafka.tls")
 }
 
 // mechanism builds the SASL mechanism, or nil without one.
