@@ -639,10 +639,11 @@ func TestLostStreamDropsUnsentRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The source starts again 3s after the loss: a window in which only
-	// the old stream could send.
+	// The source starts again 2.5-7.5s (5s, randomized by half) after
+	// the requests in flight are answered: a window in which only the old
+	// stream could send.
 	r, err := connector.NewRunner(cdcKind.open(t, e.url, e.table, e.name), snk,
-		connector.RunnerConfig{RetryMin: 3 * time.Second, RetryMax: 3 * time.Second}, connector.WithLogger(log))
+		connector.RunnerConfig{RetryMin: 5 * time.Second, RetryMax: 5 * time.Second}, connector.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -695,10 +696,12 @@ func TestLostStreamDropsUnsentRecords(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The runner logs just before it drops the records; let it.
+	time.Sleep(500 * time.Millisecond)
 	holding.Store(false)
 	close(release)
-	// The requests in flight are answered; the source starts again 3s
-	// after the loss. Meanwhile the old stream sends nothing.
+	// The requests in flight are answered; the source starts again 2.5s
+	// later at the earliest. Meanwhile the old stream sends nothing.
 	time.Sleep(200 * time.Millisecond)
 	after := produces.Load()
 	time.Sleep(1500 * time.Millisecond)
