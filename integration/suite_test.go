@@ -22,8 +22,13 @@ const partitions = 8
 
 // TestSources runs every guarantee against every source.
 func TestSources(t *testing.T) {
+	// Each subtest has its own database, broker and names; their retries
+	// and backoffs wait more than they work, so they share the time with
+	// the other waiting tests.
+	t.Parallel()
 	for _, kind := range sourceKinds {
 		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
 			t.Run("ConcurrentWritersManyAggregates", func(t *testing.T) { testConcurrentWriters(t, kind) })
 			t.Run("LargeTransactions", func(t *testing.T) { testLargeTransactions(t, kind) })
 			t.Run("GracefulRestartMidStream", func(t *testing.T) { testGracefulRestart(t, kind) })
