@@ -124,7 +124,10 @@ func testBackfill(t *testing.T, recreate bool, env ...string) {
 	<-written
 	rows := readRows(ctx, t, pool, "outbox")
 	c.waitFor(t, rows, 2*time.Minute)
-	// A backfill beside a relay that streams from the slot refuses.
+	// A backfill beside a relay that streams from the slot refuses. The
+	// backfill may have published every row already, so that Kafka has
+	// them all before the relay streams: wait for its stream.
+	waitSlotActive(ctx, t, pool, name)
 	out, err = backfill("--timestamp-column", "created_at")
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "a backfill needs the slot to itself") {
 		t.Errorf("backfill while the relay streams: exit code %d, want 1 and a refusal:\n%s", code, out)
