@@ -112,6 +112,9 @@ func TestSmoke(t *testing.T) {
 	for _, l := range rep.Latency {
 		// The relay's own stage metric: every slow event has a relay and
 		// a kafka stage.
+		if l.SlowEvents < 0 {
+			t.Errorf("%s latency: the relay built from this tree does not export the stage metric", l.Source)
+		}
 		if _, ok := l.SlowStagesMs["kafka"]; l.SlowEvents > 0 && (!ok || len(l.SlowStagesMs) < 2) {
 			t.Errorf("%s latency: %d slow events with stages %v", l.Source, l.SlowEvents, l.SlowStagesMs)
 		}

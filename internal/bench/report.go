@@ -118,7 +118,8 @@ type Latency struct {
 	// SlowEvents are the events the relay itself saw take 10 ms or more
 	// from commit to Kafka's acknowledgement, and SlowStagesMs the mean
 	// milliseconds each stage held them (postgres, network, relay, kafka;
-	// outboxrelay_slow_event_stage_seconds).
+	// outboxrelay_slow_event_stage_seconds); -1 when the relay measured
+	// does not export that metric (one built before it).
 	SlowEvents   int                `json:"slow_events"`
 	SlowStagesMs map[string]float64 `json:"slow_stages_ms,omitempty"`
 }

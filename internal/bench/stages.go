@@ -52,8 +52,12 @@ func readStages(ctx context.Context, addr string) (stageTotals, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse the relay's metrics: %w", err)
 	}
+	mf, ok := mfs[stageMetric]
+	if !ok {
+		return nil, nil // a relay from before the metric
+	}
 	out := stageTotals{}
-	if mf, ok := mfs[stageMetric]; ok {
+	{
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "stage" {
@@ -70,8 +74,12 @@ func readStages(ctx context.Context, addr string) (stageTotals, error) {
 }
 
 // slowStages says what held the slow events between two readings: how
-// many there were, and the mean milliseconds each stage held them.
+// many there were, and the mean milliseconds each stage held them; -1
+// when the relay does not export the metric.
 func slowStages(before, after stageTotals) (int, map[string]float64) {
+	if after == nil {
+		return -1, nil
+	}
 	var slow uint64
 	means := map[string]float64{}
 	for stage, a := range after {
@@ -91,7 +99,10 @@ func slowStages(before, after stageTotals) (int, map[string]float64) {
 
 // formatStages is the table cell for slow events' stages.
 func formatStages(slow int, means map[string]float64) string {
-	if slow == 0 {
+	switch {
+	case slow < 0:
+		return "unknown (this relay does not export " + stageMetric + ")"
+	case slow == 0:
 		return "none"
 	}
 	var parts []string
