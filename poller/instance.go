@@ -34,15 +34,11 @@ const MaxInstances = 1024
 // TakeInstance takes the lowest free instance number of the relay that
 // publishes under prefix, on a connection of its own that holds it.
 func TakeInstance(ctx context.Context, url string, network pgsql.Network, prefix string) (*Instance, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = applicationName
-	}
 	network.SetDefaults()
-	network.Apply(&cfg.Config)
+	cfg, err := connConfig(url, network)
+	if err != nil {
+		return nil, err
+	}
 	qctx, cancel := network.Query(ctx)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(qctx, cfg)

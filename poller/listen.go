@@ -38,14 +38,11 @@ func (l *listener) notify() {
 // other instance hashes into as many buckets, and listens.
 func (l *listener) connect(ctx context.Context) error {
 	s := l.src
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	pc, err := connConfig(s.cfg.URL, s.cfg.Network)
 	if err != nil {
-		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+		return err
 	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = applicationName
-	}
-	s.cfg.Network.Apply(cfg)
+	cfg := &pc.Config
 	cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { l.notify() }
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

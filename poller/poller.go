@@ -61,9 +61,8 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 		return nil, err
 	}
 	n := newSQLNames(&cfg)
-	schema, table, _ := splitTable(cfg.Table) // validated above
 	s := &Source{
-		qualified: schema + "." + table,
+		qualified: n.schema + "." + n.table,
 		cfg:       cfg, n: n, log: slog.New(slog.DiscardHandler),
 		bucketKey: lockKey("outboxrelay poll bucket " + n.tbl),
 		memberKey: lockKey("outboxrelay poll member " + n.tbl),
@@ -246,21 +245,31 @@ func (s *Source) loop(ctx context.Context, c *claimer, fatal <-chan error) error
 // the connection string names its own.
 const applicationName = "outboxrelay poll"
 
-// connect opens an ordinary connection. The claiming connection gets a
-// lock_timeout (unless the user set one), so a row another session keeps
-// locked delays its buckets, with a warning, instead of hanging the relay.
-func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(s.cfg.URL)
+// connConfig is the configuration of every connection the poller opens:
+// url, the application name unless url names one, and the network bounds.
+func connConfig(url string, n pgsql.Network) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = applicationName
 	}
+	n.Apply(&cfg.Config)
+	return cfg, nil
+}
+
+// connect opens an ordinary connection. The claiming connection gets a
+// lock_timeout (unless the user set one), so a row another session keeps
+// locked delays its buckets, with a warning, instead of hanging the relay.
+func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) {
+	cfg, err := connConfig(s.cfg.URL, s.cfg.Network)
+	if err != nil {
+		return nil, err
+	}
 	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok && claiming {
 		cfg.RuntimeParams["lock_timeout"] = "10s"
 	}
-	s.cfg.Network.Apply(&cfg.Config)
 	// A claim's transaction holds its rows and buckets while Kafka takes
 	// the batch. If the relay's connection dies without a word, nothing
 	// else may end that session soon (a proxy or NAT in between answers
