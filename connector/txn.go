@@ -34,9 +34,6 @@ type txnState struct {
 	// open: something was published since the last commit; since when.
 	open  bool
 	since time.Time
-	// prepare are the Prepare hooks of the batches in the open
-	// transaction, called before it commits.
-	prepare []func(context.Context) error
 	// held are the batches with a checkpoint in the open transaction:
 	// each is done only once its checkpoint is committed, even one that
 	// has no events.
@@ -91,8 +88,7 @@ func (tx *txnState) published(ctx context.Context, b Batch, t *tracker) error {
 	if b.Prepare != nil {
 		// The source waits for this batch before it reads on: nothing
 		// else will join the transaction, so it commits now.
-		tx.prepare = append(tx.prepare, b.Prepare)
-		return tx.commit(ctx)
+		return tx.commit(ctx, b.Prepare)
 	}
 	return tx.due(ctx, t)
 }
@@ -106,11 +102,13 @@ func (tx *txnState) due(ctx context.Context, t *tracker) error {
 	if time.Since(tx.since) < tx.r.cfg.TransactionInterval && t.inFlight() < maxTxnMessages {
 		return nil
 	}
-	return tx.commit(ctx)
+	return tx.commit(ctx, nil)
 }
 
-func (tx *txnState) commit(ctx context.Context) error {
-	if len(tx.prepare) > 0 {
+// commit commits the open transaction, calling prepare (a batch's
+// Prepare, when not nil) first.
+func (tx *txnState) commit(ctx context.Context, prepare func(context.Context) error) error {
+	if prepare != nil {
 		// Every record is acknowledged, so the broker's transaction has
 		// begun, before the source proves it still holds its rows: a
 		// source frozen after that proof finds the transaction timed
@@ -118,13 +116,9 @@ func (tx *txnState) commit(ctx context.Context) error {
 		if err := tx.r.txn.Flush(ctx); err != nil {
 			return fmt.Errorf("flush the Kafka transaction: %w", err)
 		}
-		for _, prepare := range tx.prepare {
-			if err := prepare(ctx); err != nil {
-				return fmt.Errorf("before the Kafka transaction commits: %w", err)
-			}
+		if err := prepare(ctx); err != nil {
+			return fmt.Errorf("before the Kafka transaction commits: %w", err)
 		}
-		clear(tx.prepare)
-		tx.prepare = tx.prepare[:0]
 	}
 	var m *Message
 	if tx.mark != nil {
@@ -152,5 +146,5 @@ func (tx *txnState) finish(ctx context.Context) error {
 	if tx.mark == nil {
 		return fmt.Errorf("stopped in the middle of a source transaction; the open Kafka transaction is aborted and its events are published again from the checkpoint")
 	}
-	return tx.commit(ctx)
+	return tx.commit(ctx, nil)
 }
