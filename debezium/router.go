@@ -152,13 +152,14 @@ func (c *RouterConfig) setDefaults() {
 	if c.JSONNullFields == "" {
 		c.JSONNullFields = "ignore"
 	}
-	if c.avro() {
+	if c.Avro() {
 		c.Registry.setDefaults()
 	}
 }
 
-// avro reports whether the key or the value is written as Avro.
-func (c *RouterConfig) avro() bool { return c.KeyFormat == FormatAvro || c.ValueFormat == FormatAvro }
+// Avro reports whether the key or the value is written as Avro, which
+// needs the Schema Registry.
+func (c *RouterConfig) Avro() bool { return c.KeyFormat == FormatAvro || c.ValueFormat == FormatAvro }
 
 // Validate reports every problem with c at once; it does not read the
 // table.
@@ -265,7 +266,7 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	if c.ExpandJSONPayload && !structured {
 		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
 	}
-	if c.avro() {
+	if c.Avro() {
 		errs = append(errs, c.Registry.validate()...)
 		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
 			// Confluent's RecordNameStrategy fails on any schema that is not
@@ -369,7 +370,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		schema, name, _ := strings.Cut(table, ".")
 		return loadTable(ctx, cfg.PostgresURL, schema, name)
 	}
-	if cfg.avro() {
+	if cfg.Avro() {
 		if r.avro, err = newAvroSerde(cfg.Registry); err != nil {
 			return nil, err
 		}

@@ -129,7 +129,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 	if rc := cfg.DebeziumRouter(); rc != nil {
 		ropts := []debezium.RouterOption{debezium.WithLogger(log)}
-		if rc.KeyFormat == debezium.FormatAvro || rc.ValueFormat == debezium.FormatAvro {
+		if rc.Avro() {
 			observe, err := obs.watchRegistry()
 			if err != nil {
 				return err

@@ -59,17 +59,20 @@ func runRetrying(ctx context.Context, run func(context.Context) error, retry fun
 func takeInstance(ctx context.Context, cfg *config.Config, prefix string, log *slog.Logger) (*poller.Instance, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 500*time.Millisecond, 30*time.Second, 0
-	for {
+	inst, err := backoff.RetryNotifyWithData(func() (*poller.Instance, error) {
 		inst, err := poller.TakeInstance(ctx, cfg.Postgres.URL, cfg.Postgres.Network(), prefix)
-		if err == nil || connector.IsPermanent(err) {
-			return inst, err
+		if connector.IsPermanent(err) {
+			return nil, backoff.Permanent(err)
 		}
-		wait := bo.NextBackOff()
+		return inst, err
+	}, backoff.WithContext(bo, ctx), func(err error, wait time.Duration) {
 		log.Warn("could not take a poller instance number; trying again", "component", "app", "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-time.After(wait):
+	})
+	if ctx.Err() != nil {
+		if inst != nil {
+			inst.Release(context.WithoutCancel(ctx))
 		}
+		return nil, nil
 	}
+	return inst, err
 }

@@ -28,7 +28,7 @@ const (
 // the first time they come.
 func checkRegistry(ctx context.Context, r *Report, cfg *config.Config, o options, pg pgFacts) {
 	rc := cfg.DebeziumRouter()
-	if rc == nil || (rc.KeyFormat != debezium.FormatAvro && rc.ValueFormat != debezium.FormatAvro) {
+	if rc == nil || !rc.Avro() {
 		return
 	}
 	cl, err := debezium.NewRegistryClient(rc.Registry)

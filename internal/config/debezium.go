@@ -85,7 +85,7 @@ func (c *Config) validateDebezium() error {
 		}
 		return nil
 	}
-	if c.SchemaRegistry.set() && rc.KeyFormat != debezium.FormatAvro && rc.ValueFormat != debezium.FormatAvro {
+	if c.SchemaRegistry.set() && !rc.Avro() {
 		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
 	}
 	if err := rc.Validate(); err != nil {
