@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/outboxrelay/outboxrelay/internal/metrics"
 )
 
 // stageMetric is the relay's histogram of what held its slow events
@@ -89,7 +91,7 @@ func slowStages(before, after stageTotals) (int, map[string]float64) {
 			continue
 		}
 		// Every slow event has a relay and a kafka stage.
-		if stage == "kafka" {
+		if stage == metrics.StageKafka {
 			slow = n
 		}
 		means[stage] = 1000 * (a.sum - b.sum) / float64(n)
@@ -106,7 +108,7 @@ func formatStages(slow int, means map[string]float64) string {
 		return "none"
 	}
 	var parts []string
-	for _, stage := range []string{"postgres", "network", "relay", "kafka"} {
+	for _, stage := range []string{metrics.StagePostgres, metrics.StageNetwork, metrics.StageRelay, metrics.StageKafka} {
 		if ms, ok := means[stage]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", stage, ms))
 		}
