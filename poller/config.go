@@ -43,8 +43,9 @@ type Config struct {
 	BatchSize int
 	// Claims is how many claims one instance keeps going at once, each on
 	// a connection of its own: the next one reads while another waits for
-	// Kafka. They take different buckets, as instances do. The same on
-	// every instance. Default 2.
+	// Kafka. They take different buckets, as instances do, so order holds
+	// whatever each instance sets; claims share the waiting buckets
+	// evenly only when every instance sets the same. Default 2.
 	Claims int
 	// Mode is ModeMark or ModeDelete. Default ModeMark.
 	Mode string
