@@ -123,8 +123,9 @@ func (c *Config) TableColumns() map[string]connector.ColumnMap {
 // ColumnsOf are the columns of the outbox table name: its own, over
 // outbox.columns.
 func (c *Config) ColumnsOf(name string) connector.ColumnMap {
+	q := qualified(name)
 	for _, t := range c.Outbox.Tables {
-		if qualified(t.Name) == qualified(name) {
+		if qualified(t.Name) == q {
 			return c.columns(t)
 		}
 	}
