@@ -2,7 +2,6 @@ package debezium
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,27 +68,12 @@ type RegistryConfig struct {
 	RetryMin, RetryMax time.Duration
 }
 
-// RegistryTLS is the client side of TLS to the registry, for https URLs.
-type RegistryTLS struct {
-	// CAFile is a PEM file of the authorities that sign the registry's
-	// certificate. Default the system's roots.
-	CAFile string
-	// CertFile and KeyFile are a PEM client certificate and its key, for
-	// a registry that authenticates clients by certificate. Both or
-	// neither.
-	CertFile, KeyFile string
-	// ServerName is the name the registry's certificate must carry.
-	// Default the URL's host.
-	ServerName string
-	// InsecureSkipVerify accepts any certificate; for tests only.
-	InsecureSkipVerify bool
-}
+// RegistryTLS is the client side of TLS to the registry, for https URLs:
+// the files the relay's other TLS settings take too.
+type RegistryTLS = tlsfiles.Files
 
-// config builds the tls.Config of the registry's connections.
-func (t RegistryTLS) config() (*tls.Config, error) {
-	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
-		ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}.Config("schema_registry.tls")
-}
+// tlsKey names the registry's TLS settings in errors.
+const tlsKey = "schema_registry.tls"
 
 func (c *RegistryConfig) setDefaults() {
 	if c.SubjectNameStrategy == "" {
@@ -125,7 +109,7 @@ func (c *RegistryConfig) validate() []error {
 	if c.Password != "" && c.Username == "" {
 		errs = append(errs, errors.New("schema_registry has a password but no username"))
 	}
-	if _, err := c.TLS.config(); err != nil {
+	if _, err := c.TLS.Config(tlsKey); err != nil {
 		errs = append(errs, err)
 	}
 	if c.RetryMin < 0 || c.RetryMax < c.RetryMin || c.RequestTimeout < 0 {
@@ -179,7 +163,7 @@ type registered struct {
 // avro format and for `outboxrelay check`.
 func NewRegistryClient(cfg RegistryConfig) (*sr.Client, error) {
 	cfg.setDefaults()
-	tc, err := cfg.TLS.config()
+	tc, err := cfg.TLS.Config(tlsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +272,7 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 	bo.Reset()
 	for attempt := 1; ; attempt++ {
 		r, err := a.call(subject, text)
-		if a.ctx.Err() != nil {
+		if err != nil && a.ctx.Err() != nil {
 			// The relay is stopping; the request was cut short, which
 			// says nothing about the registry.
 			return registered{}, errNotEvent{fmt.Errorf("stopped while waiting for the schema registry (subject %q): %w", subject, context.Cause(a.ctx))}
