@@ -59,10 +59,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
-	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the CDC drain's and the latency phase's relays to this directory")
+	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the one-instance drains' and the latency phase's relays to this directory")
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")
 	fs.DurationVar(&cfg.ProduceDelay, "produce-delay", 0, "hold every produce request this long before the broker answers, as a replicated cluster's acks=all does")
+	fs.StringVar(&cfg.PollMode, "poll-mode", "mark", "the pollers' poll.mode, mark or delete; their tables are readied for it")
 	fs.BoolVar(&cfg.WALDefaults, "wal-defaults", false, "leave full_page_writes, max_wal_size and checkpoint_timeout at PostgreSQL's defaults")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	if err := fs.Parse(args); err != nil {

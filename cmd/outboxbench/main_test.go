@@ -42,6 +42,8 @@ func TestSmoke(t *testing.T) {
 		// The broker in a process of its own, and PostgreSQL's own WAL
 		// settings: the paths the plain run does not take.
 		"-broker-process", "-wal-defaults", "-produce-delay", "1ms",
+		// The pollers delete what they publish (the default marks it).
+		"-poll-mode", "delete",
 		"-profile", profiles, "-json", "-",
 	}, &stdout, &stderr)
 	if errors.Is(err, localpg.ErrNotInstalled) {
@@ -60,6 +62,9 @@ func TestSmoke(t *testing.T) {
 
 	if !strings.Contains(rep.Kafka, "in a process of its own") || !strings.Contains(rep.Kafka, "1ms late") {
 		t.Errorf("the report does not say the broker ran in its own process, answering 1ms late: %s", rep.Kafka)
+	}
+	if !strings.Contains(rep.Relay, "poll.mode delete") {
+		t.Errorf("the report does not say the pollers ran in poll.mode delete: %s", rep.Relay)
 	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
 		t.Errorf("machine and versions incomplete: %+v", rep.Machine)
@@ -93,7 +98,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s drain: inconsistent figures %+v", d.Source, d)
 		}
 	}
-	for _, name := range []string{"cdc-0", "cdc-live", "poll-live"} {
+	for _, name := range []string{"cdc-0", "poll-0", "cdc-live", "poll-live"} {
 		for _, kind := range []string{".cpu.pprof", ".allocs.pprof"} {
 			p := filepath.Join(profiles, name+kind)
 			if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {

@@ -132,6 +132,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		r.relay = []string{cfg.RelayBin, "run"}
 		r.rep.Relay = cfg.RelayBin + ", run as a child process with default settings, log.level=warn and http.listen 127.0.0.1:0 (a free port)"
 	}
+	if cfg.measures("poll") || cfg.measures("poll-eos") {
+		r.rep.Relay += ", poll.mode " + cfg.PollMode
+	}
 	where := "in this process"
 	if cfg.BrokerProcess {
 		where = "in a process of its own"
@@ -345,7 +348,7 @@ func (r *run) runDrain(ctx context.Context, k drainKind) error {
 	var d Drain
 	err = r.phase(fmt.Sprintf("drain %s x%d", k.name, k.instances), func() error {
 		var err error
-		d, err = r.drain(ctx, k, table, r.cfg.ProfileDir != "" && k.name == cdcDrain.name)
+		d, err = r.drain(ctx, k, table, r.cfg.ProfileDir != "" && k.instances == 1)
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/poller"
 )
 
 // Config is what one benchmark run measures.
@@ -40,8 +42,8 @@ type Config struct {
 	// RelayBin is the outboxrelay binary to measure. Default: built from
 	// this module with `go build` into a temporary directory.
 	RelayBin string
-	// ProfileDir, when set, runs the CDC drain's relay and the latency
-	// phase's relays with CPU and allocation profiling (this program
+	// ProfileDir, when set, runs the relays of the one-instance drains and
+	// of the latency phase with CPU and allocation profiling (this program
 	// re-executed as the relay, which runs the same code as outboxrelay
 	// run) and writes the profiles there.
 	ProfileDir string
@@ -62,6 +64,9 @@ type Config struct {
 	// benchmark's (off, 16GB, 1h), so that checkpoints and full-page
 	// images come as they would in production.
 	WALDefaults bool
+	// PollMode is the pollers' poll.mode, mark or delete, and readies
+	// their tables for it. Default mark, the relay's default.
+	PollMode string
 	// Seed picks the workload; the same seed gives the same events.
 	// Default 1.
 	Seed uint64
@@ -95,6 +100,9 @@ func (c *Config) SetDefaults() {
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
+	if c.PollMode == "" {
+		c.PollMode = poller.ModeMark
+	}
 }
 
 // Validate reports every problem at once.
@@ -121,6 +129,9 @@ func (c *Config) Validate() error {
 		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" && src != formatsSource {
 			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, cdc-avro, poll or poll-eos", src))
 		}
+	}
+	if c.PollMode != poller.ModeMark && c.PollMode != poller.ModeDelete {
+		errs = append(errs, fmt.Errorf("poll-mode: %q is not %s or %s", c.PollMode, poller.ModeMark, poller.ModeDelete))
 	}
 	if c.RateDuration <= 0 {
 		errs = append(errs, fmt.Errorf("rate-duration: %s must be positive", c.RateDuration))

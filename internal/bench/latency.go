@@ -17,7 +17,7 @@ type liveKind struct {
 	name   string
 	table  string
 	create func(ctx context.Context, r *run, table string) error
-	source string // the relay configuration's source part
+	source func(*run) string // the relay configuration's source part
 	// ready, when set, waits until events committed from now on are sure
 	// to be relayed.
 	ready func(ctx context.Context, r *run, p *relayProc) error
@@ -31,7 +31,7 @@ var cdcLive = liveKind{
 	name:   "cdc",
 	table:  "outbox_live",
 	create: func(ctx context.Context, r *run, table string) error { return r.db.createOutbox(ctx, table) },
-	source: "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n",
+	source: func(*run) string { return "source: cdc\ncdc:\n  slot: bench_live\n  publication: bench_live\n" },
 	ready: func(ctx context.Context, r *run, p *relayProc) error {
 		return r.waitSlotActive(ctx, p, "bench_live")
 	},
@@ -43,7 +43,7 @@ var cdcEOSLive = liveKind{
 	name:     "cdc-eos",
 	table:    "outbox_live_eos",
 	create:   func(ctx context.Context, r *run, table string) error { return r.db.createOutbox(ctx, table) },
-	source:   "source: cdc\ncdc:\n  slot: bench_live_eos\n  publication: bench_live_eos\n",
+	source:   func(*run) string { return "source: cdc\ncdc:\n  slot: bench_live_eos\n  publication: bench_live_eos\n" },
 	delivery: "exactly_once",
 	ready: func(ctx context.Context, r *run, p *relayProc) error {
 		return r.waitSlotActive(ctx, p, "bench_live_eos")
@@ -55,7 +55,7 @@ var pollLive = liveKind{
 	name:   "poll",
 	table:  "outbox_live_poll",
 	create: func(ctx context.Context, r *run, table string) error { return r.createPollTable(ctx, table) },
-	source: pollSource("outbox_live_poll"),
+	source: func(r *run) string { return r.pollSource("outbox_live_poll") },
 }
 
 // pollEOSLive is pollLive publishing in Kafka transactions, measured by a
@@ -64,7 +64,7 @@ var pollEOSLive = liveKind{
 	name:     "poll-eos",
 	table:    "outbox_live_poll_eos",
 	create:   func(ctx context.Context, r *run, table string) error { return r.createPollTable(ctx, table) },
-	source:   pollSource("outbox_live_poll_eos"),
+	source:   func(r *run) string { return r.pollSource("outbox_live_poll_eos") },
 	delivery: "exactly_once",
 }
 
@@ -91,7 +91,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 		return nil, err
 	}
 	p, err := startRelay(command, relayConfig{
-		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source, delivery: k.delivery,
+		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source(r), delivery: k.delivery,
 		httpAddr: addr,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {

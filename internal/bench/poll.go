@@ -19,7 +19,7 @@ func pollDrain(n int) drainKind {
 		prepare: func(ctx context.Context, r *run) (string, error) {
 			return table, r.copyBacklog(ctx, table)
 		},
-		source: func(*run, int) string { return pollSource(table) },
+		source: func(r *run, _ int) string { return r.pollSource(table) },
 	}
 }
 
@@ -30,14 +30,15 @@ func pollEOSDrain(n int) drainKind {
 	table := fmt.Sprintf("outbox_poll_eos%d", n)
 	k.name, k.delivery = "poll-eos", "exactly_once"
 	k.prepare = func(ctx context.Context, r *run) (string, error) { return table, r.copyBacklog(ctx, table) }
-	k.source = func(*run, int) string { return pollSource(table) }
+	k.source = func(r *run, _ int) string { return r.pollSource(table) }
 	return k
 }
 
 // pollSource is the relay configuration of a poller with default settings
-// (mark mode) and the table's own notification channel.
-func pollSource(table string) string {
-	return fmt.Sprintf("source: poll\npoll:\n  notify_channel: %s\n", table)
+// but for poll.mode (Config.PollMode) and the table's own notification
+// channel.
+func (r *run) pollSource(table string) string {
+	return fmt.Sprintf("source: poll\npoll:\n  notify_channel: %s\n  mode: %s\n", table, r.cfg.PollMode)
 }
 
 // createPollTable makes an outbox table readied for the poller the way a
@@ -48,7 +49,7 @@ func (r *run) createPollTable(ctx context.Context, table string) error {
 	if err := r.db.createOutbox(ctx, table); err != nil {
 		return err
 	}
-	ddl := poller.DDL(poller.Config{Table: "public." + table, NotifyChannel: table})
+	ddl := poller.DDL(poller.Config{Table: "public." + table, NotifyChannel: table, Mode: r.cfg.PollMode})
 	if _, err := r.db.conn.PgConn().Exec(ctx, ddl).ReadAll(); err != nil {
 		return fmt.Errorf("ready %s for the poller: %w", table, err)
 	}
