@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,7 +127,7 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 		c.poke()
 	}
 
-	events, tids, err := c.read(qctx, tx, held)
+	events, tids, err := c.read(qctx, tx, held, min(len(waiting), s.cfg.BatchSize))
 	if isLockTimeout(err) {
 		s.log.Warn("another session holds a lock on the outbox table or on unpublished rows; their buckets wait for it, since a later event of the same aggregate must not go first",
 			"table", s.cfg.Table, "err", err)
@@ -279,12 +278,13 @@ func markVerb(mode string) string {
 }
 
 // read locks and reads the oldest unpublished rows of the held buckets and
-// returns them as events, with their ctids.
+// returns them as events, with their ctids. expect is how many rows it
+// may find, to size what it returns.
 //
 // A row that has failed before goes alone, in a batch of its own, so that
 // its next failure rolls back nobody else: the batch ends before it, or is
 // only it when it comes first.
-func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connector.Event, []string, error) {
+func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32, expect int) ([]connector.Event, []string, error) {
 	s, meta := c.src, c.meta
 	var arr strings.Builder
 	arr.WriteByte('{')
@@ -301,8 +301,10 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 	origin := "table " + s.cfg.Table
 	stages := connector.Stages{Received: time.Now()}
 	nc := len(meta.cols)
-	var events []connector.Event
-	var tids []string
+	events := make([]connector.Event, 0, expect)
+	tids := make([]string, 0, expect)
+	// NewEvent copies the columns it reads, so one slice serves every row.
+	cols := make([]connector.Column, nc)
 	cut := false
 	for rr.NextRow() {
 		if cut {
@@ -314,13 +316,22 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32) ([]connecto
 			cut = true
 			continue
 		}
-		cols := make([]connector.Column, nc)
+		// The row's values, copied out of pgx's read buffer into one
+		// allocation, which the event's payload and extra columns keep.
+		size := 0
+		for _, v := range vals[:nc] {
+			size += len(v)
+		}
+		buf := make([]byte, 0, size)
 		for i, mc := range meta.cols {
 			cols[i] = connector.Column{Name: mc.name, Type: mc.typ, Null: vals[i] == nil}
 			if vals[i] != nil {
-				// A copy that stays non-nil when empty: an empty text or
-				// bytea is a value, and only NULL is nil.
-				cols[i].Value = bytes.Clone(vals[i])
+				// Non-nil even when empty: an empty text or bytea is a
+				// value, and only NULL is nil. Capped, so that appending
+				// to one value cannot overwrite the next.
+				at := len(buf)
+				buf = append(buf, vals[i]...)
+				cols[i].Value = buf[at:len(buf):len(buf)]
 			}
 		}
 		at := time.Now()
