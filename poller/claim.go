@@ -60,7 +60,6 @@ const instancesEvery = time.Second
 // claim, of this instance or another, can hand out a later one.
 func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	s := c.src
-	n := &s.n
 	// Every round trip until the batch is handed on shares one deadline:
 	// a connection that died without a word fails the claim here, pgx
 	// closes it, and the source starts again on a fresh one.
@@ -71,63 +70,46 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 			return res, err
 		}
 	}
-	tx, err := c.conn.Begin(qctx)
-	if err != nil {
-		return res, classify("begin a claim", err)
-	}
+	// The transaction is the claim's connection's own: BEGIN goes out in
+	// one round trip with the statement that locks the buckets, and the
+	// mark with COMMIT, so that a claim costs three round trips.
 	finished := false
 	defer func() {
 		if !finished {
 			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = tx.Rollback(rbCtx)
+			_ = c.rollback(rbCtx)
 		}
 	}()
 
-	// The buckets of the oldest waiting rows, oldest first. Rows that other
-	// instances hold are among them; their buckets' locks fail below.
-	rows, err := tx.Query(qctx, fmt.Sprintf(`SELECT %s FROM %s WHERE %s ORDER BY %s, %s LIMIT $1`,
-		n.bucket, n.tbl, n.unpublished, n.order, n.id), 2*s.cfg.BatchSize)
-	if err != nil {
-		return res, classify("find waiting rows", err)
+	// Take a fair share of the buckets that have rows waiting, so that
+	// every instance gets work (meta.lockSQL). What waits beyond one claim
+	// is shared among this instance's claims too; less is taken whole, by
+	// one claim.
+	var (
+		nBuckets, nWaiting int
+		held               []int32
+	)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(c.meta.lockSQL, 2*s.cfg.BatchSize, s.bucketKey, s.cfg.BatchSize, c.instances*s.cfg.Claims, c.instances).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&nBuckets, &nWaiting, &held) })
+	if err := c.conn.SendBatch(qctx, b).Close(); err != nil {
+		return res, classify("find waiting rows and lock their buckets", err)
 	}
-	waiting, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return res, classify("find waiting rows", err)
-	}
-	buckets := distinct(waiting)
-	if len(buckets) == 0 {
+	if nBuckets == 0 {
 		return res, nil
-	}
-	// Take a fair share, so that every instance gets work; the lock query
-	// stops at share locks held, trying the oldest buckets first.
-	// pg_try_advisory_xact_lock never waits, so claims never deadlock.
-	// What waits beyond one claim is shared among this instance's claims
-	// too; less is taken whole, by one claim.
-	claims := c.instances
-	if len(waiting) > s.cfg.BatchSize {
-		claims *= s.cfg.Claims
-	}
-	share := (len(buckets) + claims - 1) / claims
-	rows, err = tx.Query(qctx, `SELECT b FROM unnest($1::int4[]) AS b WHERE pg_try_advisory_xact_lock($2::int4, b) LIMIT $3`,
-		buckets, s.bucketKey, share)
-	if err != nil {
-		return res, classify("lock buckets", err)
-	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return res, classify("lock buckets", err)
 	}
 	if len(held) == 0 {
 		return claimResult{busy: true}, nil
 	}
-	if len(held) < len(buckets) {
+	if len(held) < nBuckets {
 		// More waits: wake another of this instance's claims, if one is
 		// idle, to take it while this one publishes.
 		c.poke()
 	}
 
-	events, tids, err := c.read(qctx, tx, held, min(len(waiting), s.cfg.BatchSize))
+	events, tids, err := c.read(qctx, held, min(nWaiting, s.cfg.BatchSize))
 	if isLockTimeout(err) {
 		s.log.Warn("another session holds a lock on the outbox table or on unpublished rows; their buckets wait for it, since a later event of the same aggregate must not go first",
 			"table", s.cfg.Table, "err", err)
@@ -186,7 +168,7 @@ wait:
 		select {
 		case reply := <-prepare:
 			mctx, mcancel := finish()
-			err := c.markBeforeCommit(mctx, tx, tids)
+			err := c.markBeforeCommit(mctx, tids)
 			mcancel()
 			marked = err == nil
 			reply <- err
@@ -212,27 +194,43 @@ wait:
 		if marked {
 			// The Kafka transaction aborted after the mark: undo the mark,
 			// so that the failure is recorded on the rows as they were.
-			if _, err := tx.Exec(fctx, "ROLLBACK TO SAVEPOINT "+markSavepoint); err != nil {
-				_ = tx.Rollback(fctx)
+			if _, err := c.conn.Exec(fctx, "ROLLBACK TO SAVEPOINT "+markSavepoint); err != nil {
+				_ = c.rollback(fctx)
 				return claimResult{failed: true}, classify("undo the mark of an aborted Kafka transaction", err)
 			}
 		}
-		return claimResult{failed: true}, c.fail(fctx, tx, events, tids, result)
+		return claimResult{failed: true}, c.fail(fctx, events, tids, result)
 	}
 	if !marked {
-		if _, err := tx.Exec(fctx, c.markSQL(), tids); err != nil {
+		// The mark and COMMIT in one round trip. A failed mark skips the
+		// COMMIT, and the deferred ROLLBACK ends the transaction.
+		b := &pgx.Batch{}
+		b.Queue(c.markSQL(), tids)
+		b.Queue("COMMIT")
+		br := c.conn.SendBatch(fctx, b)
+		_, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
 			return res, classify(fmt.Sprintf("%s %d published rows (they will be published again)", markVerb(s.cfg.Mode), len(tids)), err)
 		}
-	}
-	finished = true
-	if err := tx.Commit(fctx); err != nil {
-		if marked {
+		finished = true
+		tag, err := br.Exec()
+		err = errors.Join(err, br.Close())
+		if err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("the server ended the transaction with %s", tag)
+		}
+		if err != nil {
+			return res, classify(fmt.Sprintf("commit %d published rows (they will be published again)", len(tids)), err)
+		}
+	} else {
+		finished = true
+		if err := c.commit(fctx); err != nil {
 			// The one window exactly_once leaves open: the Kafka
 			// transaction committed, PostgreSQL's did not.
 			s.log.Warn("Kafka committed these events but PostgreSQL did not commit their mark: they will be published again, and read_committed consumers will see them twice (docs/exactly-once.md#the-poller)",
 				"table", s.cfg.Table, "events", len(events), "first_event_id", events[0].ID, "err", err)
+			return res, classify(fmt.Sprintf("commit %d published rows (they will be published again)", len(tids)), err)
 		}
-		return res, classify(fmt.Sprintf("commit %d published rows (they will be published again)", len(tids)), err)
 	}
 	s.delivered.Add(int64(len(events)))
 	return claimResult{delivered: len(events)}, nil
@@ -260,11 +258,11 @@ func (c *claimer) markSQL() string {
 // buckets: a poller frozen since its claim began may have lost them to
 // another instance when PostgreSQL ended its idle session, and must not
 // commit what the other publishes too.
-func (c *claimer) markBeforeCommit(ctx context.Context, tx pgx.Tx, tids []string) error {
+func (c *claimer) markBeforeCommit(ctx context.Context, tids []string) error {
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + markSavepoint)
 	b.Queue(c.markSQL(), tids)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := c.conn.SendBatch(ctx, b).Close(); err != nil {
 		return classify(fmt.Sprintf("%s %d rows before their Kafka transaction commits (they will be claimed again)", markVerb(c.src.cfg.Mode), len(tids)), err)
 	}
 	return nil
@@ -284,7 +282,7 @@ func markVerb(mode string) string {
 // A row that has failed before goes alone, in a batch of its own, so that
 // its next failure rolls back nobody else: the batch ends before it, or is
 // only it when it comes first.
-func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32, expect int) ([]connector.Event, []string, error) {
+func (c *claimer) read(ctx context.Context, held []int32, expect int) ([]connector.Event, []string, error) {
 	s, meta := c.src, c.meta
 	var arr strings.Builder
 	arr.WriteByte('{')
@@ -295,7 +293,7 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32, expect int)
 		arr.WriteString(strconv.Itoa(int(b)))
 	}
 	arr.WriteByte('}')
-	rr := tx.Conn().PgConn().ExecParams(ctx, meta.claimSQL,
+	rr := c.conn.PgConn().ExecParams(ctx, meta.claimSQL,
 		[][]byte{[]byte(arr.String()), []byte(strconv.Itoa(s.cfg.BatchSize))},
 		[]uint32{int4ArrayOID, int4OID}, nil, meta.formats)
 	origin := "table " + s.cfg.Table
@@ -360,7 +358,7 @@ func (c *claimer) read(ctx context.Context, tx pgx.Tx, held []int32, expect int)
 // row, or after MaxAttempts (the last one alone) moves the row to the
 // dead-letter table, and commits that alone: the other rows stay
 // unpublished, to be claimed again. Any other failure just rolls back.
-func (c *claimer) fail(ctx context.Context, tx pgx.Tx, events []connector.Event, tids []string, cause error) error {
+func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []string, cause error) error {
 	s, n := c.src, &c.src.n
 	var ee *connector.EventError
 	i := -1
@@ -368,16 +366,16 @@ func (c *claimer) fail(ctx context.Context, tx pgx.Tx, events []connector.Event,
 		i = eventIndex(events, ee.EventID)
 	}
 	if i < 0 {
-		return tx.Rollback(ctx)
+		return c.rollback(ctx)
 	}
 	// The update writes a new version of the row, at a new ctid: the move
 	// must use that one.
 	var attempts int
 	var tid string
-	err := tx.QueryRow(ctx, fmt.Sprintf(`UPDATE %s SET %s = %s + 1 WHERE ctid = $1::text::tid RETURNING %s, ctid::text`, n.tbl, n.attempts, n.attempts, n.attempts),
+	err := c.conn.QueryRow(ctx, fmt.Sprintf(`UPDATE %s SET %s = %s + 1 WHERE ctid = $1::text::tid RETURNING %s, ctid::text`, n.tbl, n.attempts, n.attempts, n.attempts),
 		tids[i]).Scan(&attempts, &tid)
 	if err != nil {
-		_ = tx.Rollback(ctx)
+		_ = c.rollback(ctx)
 		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
 	}
 	reason := ee.Err.Error()
@@ -387,7 +385,7 @@ func (c *claimer) fail(ctx context.Context, tx pgx.Tx, events []connector.Event,
 	// read), so its last attempt is always on its own.
 	dead := attempts >= s.cfg.MaxAttempts && len(events) == 1
 	if dead {
-		tag, err := tx.Exec(ctx, fmt.Sprintf(`WITH moved AS (DELETE FROM %s WHERE ctid = $1::text::tid RETURNING *)
+		tag, err := c.conn.Exec(ctx, fmt.Sprintf(`WITH moved AS (DELETE FROM %s WHERE ctid = $1::text::tid RETURNING *)
 			INSERT INTO %s (event_id, aggregatetype, aggregateid, reason, attempts, outbox_row)
 			SELECT m.%s::text, m.%s::text, m.%s::text, $2, m.%s, to_jsonb(m) FROM moved m`,
 			n.tbl, n.dl, n.id, n.aggType, n.aggID, n.attempts), tid, reason)
@@ -395,11 +393,11 @@ func (c *claimer) fail(ctx context.Context, tx pgx.Tx, events []connector.Event,
 			err = fmt.Errorf("moved %d rows, not 1", tag.RowsAffected())
 		}
 		if err != nil {
-			_ = tx.Rollback(ctx)
+			_ = c.rollback(ctx)
 			return classify(fmt.Sprintf("move event %s to the dead-letter table %s", ee.EventID, n.dl), err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := c.commit(ctx); err != nil {
 		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
 	}
 	s.recordFailure(ee.EventID)
@@ -426,6 +424,22 @@ func eventIndex(events []connector.Event, id string) int {
 	return -1
 }
 
+// commit commits the claim's transaction. A transaction that failed
+// ends in ROLLBACK, which is an error here.
+func (c *claimer) commit(ctx context.Context) error {
+	tag, err := c.conn.Exec(ctx, "COMMIT")
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("the server ended the transaction with %s", tag)
+	}
+	return err
+}
+
+// rollback ends the claim's transaction, undoing it.
+func (c *claimer) rollback(ctx context.Context) error {
+	_, err := c.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
 // countInstances counts the pollers of this table that hold the member
 // lock: each claim takes a share of the waiting buckets for one of them.
 func (c *claimer) countInstances(ctx context.Context) error {
@@ -442,18 +456,4 @@ func (c *claimer) countInstances(ctx context.Context) error {
 	c.instances = max(count, 1)
 	c.countedAt = time.Now()
 	return nil
-}
-
-// distinct returns the values of xs once each, in order of first
-// appearance.
-func distinct(xs []int32) []int32 {
-	seen := make(map[int32]bool, len(xs))
-	var out []int32
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
 }

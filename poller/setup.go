@@ -35,7 +35,10 @@ type tableMeta struct {
 	// claimSQL selects the event columns, then ctid, the event time in
 	// microseconds and the attempts so far.
 	claimSQL string
-	formats  []int16
+	// lockSQL finds the buckets of the oldest waiting rows and locks a
+	// share of them.
+	lockSQL string
+	formats []int16
 	// timeFromOrder: the event time is the ordering column (a timestamptz)
 	// rather than the claim's now().
 	timeFromOrder bool
@@ -141,5 +144,25 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	// filtered by bucket, under LockRows and Limit.
 	meta.claimSQL = fmt.Sprintf(`SELECT %s FROM %s WHERE %s AND %s = ANY($1::int4[]) ORDER BY %s, %s LIMIT $2 FOR UPDATE`,
 		strings.Join(sel, ", "), n.tbl, n.unpublished, n.bucket, n.order, n.id)
+
+	// Before the claim, in one statement: the buckets of the oldest
+	// waiting rows ($1 of them), oldest first, and the advisory locks of
+	// as many of those as a share takes (see claimer.claim). It returns
+	// how many buckets and rows wait, and the buckets now held. Rows that
+	// other instances hold are among those waiting; their buckets' locks
+	// fail. pg_try_advisory_xact_lock never waits, so claims never
+	// deadlock; it runs under the Limit on unnest's rows in order, so it
+	// stops at a share of locks held, trying the oldest buckets first.
+	meta.lockSQL = fmt.Sprintf(`WITH waiting AS MATERIALIZED (
+		SELECT b, row_number() OVER () AS n
+		FROM (SELECT %s AS b FROM %s WHERE %s ORDER BY %s, %s LIMIT $1) w
+	), found AS (
+		SELECT array_agg(b ORDER BY first) AS buckets, count(*) AS nb, (SELECT count(*) FROM waiting) AS nw
+		FROM (SELECT b, min(n) AS first FROM waiting GROUP BY b) f
+	)
+	SELECT nb, nw, ARRAY(
+		SELECT b FROM unnest(buckets) AS b WHERE pg_try_advisory_xact_lock($2::int4, b)
+		LIMIT ceil(nb::numeric / CASE WHEN nw > $3::int8 THEN $4::int8 ELSE $5::int8 END)::int8
+	) FROM found`, n.bucket, n.tbl, n.unpublished, n.order, n.id)
 	return meta, nil
 }
