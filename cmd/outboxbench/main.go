@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")
 	fs.DurationVar(&cfg.ProduceDelay, "produce-delay", 0, "hold every produce request this long before the broker answers, as a replicated cluster's acks=all does")
+	fs.DurationVar(&cfg.PGDelay, "pg-delay", 0, "the relays reach PostgreSQL through a proxy that holds each direction this long, as a network does (a round trip costs twice as much)")
 	fs.StringVar(&cfg.PollMode, "poll-mode", "mark", "the pollers' poll.mode, mark or delete; their tables are readied for it")
 	fs.BoolVar(&cfg.WALDefaults, "wal-defaults", false, "leave full_page_writes, max_wal_size and checkpoint_timeout at PostgreSQL's defaults")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")

@@ -42,8 +42,9 @@ func TestSmoke(t *testing.T) {
 		// The broker in a process of its own, and PostgreSQL's own WAL
 		// settings: the paths the plain run does not take.
 		"-broker-process", "-wal-defaults", "-produce-delay", "1ms",
-		// The pollers delete what they publish (the default marks it).
-		"-poll-mode", "delete",
+		// The pollers delete what they publish (the default marks it), and
+		// the relays reach PostgreSQL through the delaying proxy.
+		"-poll-mode", "delete", "-pg-delay", "100us",
 		"-profile", profiles, "-json", "-",
 	}, &stdout, &stderr)
 	if errors.Is(err, localpg.ErrNotInstalled) {
@@ -63,8 +64,8 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(rep.Kafka, "in a process of its own") || !strings.Contains(rep.Kafka, "1ms late") {
 		t.Errorf("the report does not say the broker ran in its own process, answering 1ms late: %s", rep.Kafka)
 	}
-	if !strings.Contains(rep.Relay, "poll.mode delete") {
-		t.Errorf("the report does not say the pollers ran in poll.mode delete: %s", rep.Relay)
+	if !strings.Contains(rep.Relay, "poll.mode delete") || !strings.Contains(rep.Relay, "through a proxy that holds each direction 100µs") {
+		t.Errorf("the report does not say the pollers ran in poll.mode delete, through the delaying proxy: %s", rep.Relay)
 	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
 		t.Errorf("machine and versions incomplete: %+v", rep.Machine)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ type run struct {
 	relay    []string // the relay's command, less --config FILE
 	self     string   // this program, for the profiled relay
 	db       *database
+	relayURL string // the relays' postgres.url: db.url, or the delaying proxy's
 	w        *workload
 	rep      *Report
 	endLSN   pglogrepl.LSN // the WAL position after the backlog
@@ -150,6 +153,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer r.db.close()
+	r.relayURL = r.db.url
+	if cfg.PGDelay > 0 {
+		proxy, err := startDelayProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(r.db.srv.Port())), cfg.PGDelay)
+		if err != nil {
+			return nil, fmt.Errorf("start the delaying proxy: %w", err)
+		}
+		defer proxy.close()
+		if r.relayURL, err = proxy.url(r.db.url); err != nil {
+			return nil, err
+		}
+		r.rep.Relay += fmt.Sprintf(", reaching PostgreSQL through a proxy that holds each direction %s (a round trip of %s more)", cfg.PGDelay, 2*cfg.PGDelay)
+	}
 	if r.rep.Machine.Postgres, err = r.db.version(ctx); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,11 @@ type Config struct {
 	// copy the records (acks=all): a few milliseconds in one zone, more
 	// across zones. Default 0: kfake answers at once.
 	ProduceDelay time.Duration
+	// PGDelay puts a proxy between the relays and PostgreSQL that holds
+	// every chunk of bytes this long in each direction, as a network
+	// does: a round trip costs twice as much. Default 0: the relays
+	// connect directly, over loopback.
+	PGDelay time.Duration
 	// WALDefaults leaves full_page_writes, max_wal_size and
 	// checkpoint_timeout at the server's defaults, instead of the
 	// benchmark's (off, 16GB, 1h), so that checkpoints and full-page
@@ -129,6 +134,9 @@ func (c *Config) Validate() error {
 		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" && src != formatsSource {
 			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, cdc-avro, poll or poll-eos", src))
 		}
+	}
+	if c.PGDelay < 0 || c.ProduceDelay < 0 {
+		errs = append(errs, errors.New("pg-delay, produce-delay: a delay cannot be negative"))
 	}
 	if c.PollMode != poller.ModeMark && c.PollMode != poller.ModeDelete {
 		errs = append(errs, fmt.Errorf("poll-mode: %q is not %s or %s", c.PollMode, poller.ModeMark, poller.ModeDelete))

@@ -71,7 +71,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 			d.Profiles = filepath.Join(r.cfg.ProfileDir, name+".{cpu,allocs}.pprof")
 		}
 		p, err := startRelay(command, relayConfig{
-			url: r.db.url, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
+			url: r.relayURL, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
 		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err

@@ -91,7 +91,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 		return nil, err
 	}
 	p, err := startRelay(command, relayConfig{
-		url: r.db.url, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source(r), delivery: k.delivery,
+		url: r.relayURL, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source(r), delivery: k.delivery,
 		httpAddr: addr,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
