@@ -18,6 +18,7 @@ type delayProxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
+	closed bool
 }
 
 func startDelayProxy(target string, delay time.Duration) (*delayProxy, error) {
@@ -43,6 +44,7 @@ func (p *delayProxy) url(dbURL string) (string, error) {
 func (p *delayProxy) close() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
@@ -62,6 +64,12 @@ func (p *delayProxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			client.Close()
+			server.Close()
+			return
+		}
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
 		p.wg.Go(func() { p.pipe(server, client) })
