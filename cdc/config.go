@@ -222,6 +222,9 @@ func (c *Config) tableNames() []string {
 type table struct {
 	schema, name, qualified string
 	columns                 connector.ColumnMap
+	// oid is the table's, once the publication is checked: the stream
+	// knows the table by it when its name changes.
+	oid uint32
 }
 
 // ident is the table's name quoted for SQL.

@@ -256,13 +256,21 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 	for i, t := range s.tables {
 		idents[i] = t.ident()
 	}
+	partitioned, err := s.readTableKinds(ctx, conn)
+	if err != nil {
+		return err
+	}
 	var exists, insert bool
-	err := conn.QueryRow(ctx, `SELECT true, pubinsert FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&exists, &insert)
+	err = conn.QueryRow(ctx, `SELECT true, pubinsert FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&exists, &insert)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return classify("look up the publication", err)
 	}
+	with := "publish = 'insert'"
+	if partitioned != nil {
+		with += ", publish_via_partition_root = true"
+	}
 	if !exists {
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pub, strings.Join(idents, ", "))
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (%s)", pub, strings.Join(idents, ", "), with)
 		if !*s.cfg.CreatePublication {
 			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, sql))
 		}
@@ -274,6 +282,18 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 	}
 	if !insert {
 		return connector.Permanent(fmt.Errorf("publication %q does not publish inserts: ALTER PUBLICATION %s SET (publish = 'insert')", s.cfg.Publication, pub))
+	}
+	if partitioned != nil {
+		var viaRoot bool
+		if err := conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&viaRoot); err != nil {
+			return classify("look up the publication", err)
+		}
+		if !viaRoot {
+			// Not changed here: the publication may serve other readers,
+			// for whom the partitions' own names are the contract.
+			return connector.Permanent(fmt.Errorf("outbox table %s is partitioned, and publication %q sends each partition's rows under the partition's name, which the relay would not know as the outbox's: ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+				partitioned, s.cfg.Publication, pub))
+		}
 	}
 	for _, t := range s.tables {
 		var covers bool
@@ -298,6 +318,34 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 		s.warnTableRowsBefore(ctx, conn, t, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
 	}
 	return nil
+}
+
+// readTableKinds records each outbox table's oid, and returns one that is
+// partitioned, if any. Logical replication sends a partition's rows under
+// the partition's name unless the publication publishes them via the
+// root, and an inheritance child's rows always under its own: the stream,
+// which knows the outbox by its name, would pass them by. So a table with
+// inheritance children is refused.
+func (s *Source) readTableKinds(ctx context.Context, conn *pgx.Conn) (partitioned *table, err error) {
+	for i := range s.tables {
+		t := &s.tables[i]
+		var kind string
+		var children bool
+		err := conn.QueryRow(ctx, `
+			SELECT c.oid, c.relkind::text, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = $2`, t.schema, t.name).Scan(&t.oid, &kind, &children)
+		if err != nil {
+			return nil, classify(fmt.Sprintf("look up outbox table %s", t), err)
+		}
+		switch {
+		case kind == "p":
+			partitioned = t
+		case children:
+			return nil, connector.Permanent(fmt.Errorf("outbox table %s has inheritance children, and logical replication sends their rows under their own names, which the relay would not know as the outbox's: make it a partitioned table, or keep the events in the table itself", t))
+		}
+	}
+	return partitioned, nil
 }
 
 // slotPosition is where streaming from the slot begins. fresh: the slot

@@ -580,6 +580,9 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
+		if err := st.src.checkRelation(m); err != nil {
+			return err
+		}
 		st.rels.Add(m)
 	case *pglogrepl.BeginMessage:
 		st.inTxn = true
@@ -684,6 +687,19 @@ func (st *stream) ours(id uint32) (*pgoutput.Relation, *table) {
 		}
 	}
 	return nil, nil
+}
+
+// checkRelation stops the stream when an outbox table arrives under
+// another name, renamed or moved to another schema while the relay ran:
+// ours knows a table by its name, and would pass its rows by.
+func (s *Source) checkRelation(m *pglogrepl.RelationMessage) error {
+	for _, t := range s.tables {
+		if t.oid == m.RelationID && (m.Namespace != t.schema || m.RelationName != t.name) {
+			return connector.Permanent(fmt.Errorf("outbox table %s is now %s.%s, renamed or moved while the relay ran; stopping before its rows pass by unrelayed: rename it back, or set outbox.table to the new name and start again (the slot still holds those rows)",
+				t, m.Namespace, m.RelationName))
+		}
+	}
+	return nil
 }
 
 // explainMissing says, of an event whose routed column is not in the

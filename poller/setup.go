@@ -72,6 +72,20 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	if len(all) == 0 {
 		return nil, connector.Permanent(fmt.Errorf("outbox table %s does not exist, or the role cannot see it (create it, or set outbox.table)", n.tbl))
 	}
+	// Claims mark rows by ctid, which every partition and inheritance
+	// child numbers on its own: through the parent, marking one row would
+	// mark the rows of the same ctid in the others, published or not.
+	var partitioned, children bool
+	err = conn.QueryRow(ctx, `
+		SELECT c.relkind = 'p', EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = $1 AND c.relname = $2`, n.schema, n.table).Scan(&partitioned, &children)
+	if err != nil {
+		return nil, classify("look up the outbox table", err)
+	}
+	if partitioned || children {
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s is partitioned or has inheritance children, and the poller cannot tell their rows apart (it marks rows by ctid, which each one numbers on its own): use source: cdc, or a table without partitions", n.tbl))
+	}
 	names := make([]string, len(all))
 	for i, c := range all {
 		names[i] = c.name

@@ -240,6 +240,24 @@ func TestMisconfigurations(t *testing.T) {
 		expect(t, r, check.CheckPublication, check.Fail, `does not include "public"."outbox" and does not publish inserts`,
 			`ALTER PUBLICATION "outboxrelay" ADD TABLE "public"."outbox";`, `SET (publish = 'insert')`)
 	})
+	t.Run("partitioned table published by partition", func(t *testing.T) {
+		s := newSetup(ctx, t, testenv.Postgres(t), "REPLICATION", "SELECT")
+		s.exec(ctx, t, partitionOutbox(s.role)...)
+		s.exec(ctx, t, `CREATE PUBLICATION outboxrelay FOR TABLE outbox WITH (publish = 'insert')`)
+		cfg, _ := s.config(t)
+		r, _ := run(ctx, t, cfg)
+		expect(t, r, check.CheckPublication, check.Fail, `sends the rows of partitioned table "public"."outbox" under each partition's name`,
+			`ALTER PUBLICATION "outboxrelay" SET (publish_via_partition_root = true);`)
+		onlyFailures(t, r, check.CheckPublication)
+	})
+	t.Run("partitioned table polled", func(t *testing.T) {
+		s := newSetup(ctx, t, testenv.Postgres(t), "SELECT")
+		s.exec(ctx, t, partitionOutbox(s.role)...)
+		s.yaml["source"] = "source: poll\n"
+		cfg, _ := s.config(t)
+		r, _ := run(ctx, t, cfg)
+		expect(t, r, check.CheckTable, check.Fail, "is partitioned or has inheritance children", "use source: cdc")
+	})
 	t.Run("missing REPLICATION", func(t *testing.T) {
 		s := newSetup(ctx, t, testenv.Postgres(t), "SELECT", "PUBLICATION")
 		cfg, _ := s.config(t)
@@ -378,6 +396,16 @@ func closedPort(t *testing.T) string {
 
 // TestPollSource checks a table readied for source: poll, then with a
 // grant the poller needs taken away.
+// partitionOutbox is the SQL that makes the outbox table a partitioned one,
+// readable by role.
+func partitionOutbox(role string) []string {
+	return []string{`DROP TABLE outbox`,
+		`CREATE TABLE outbox (id uuid NOT NULL, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
+			type varchar(255) NOT NULL, payload jsonb) PARTITION BY LIST (aggregatetype)`,
+		`CREATE TABLE outbox_default PARTITION OF outbox DEFAULT`,
+		fmt.Sprintf(`GRANT SELECT ON outbox TO %s`, role)}
+}
+
 func TestPollSource(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -58,6 +58,9 @@ type pgCheck struct {
 	tbl           string // quoted, for the fixes
 	user          string // current_user
 	role          string // quoted current_user
+	// partitioned: the outbox table is partitioned, so a publication
+	// must publish its partitions via the root.
+	partitioned bool
 }
 
 func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options) pgFacts {
@@ -261,13 +264,13 @@ func (c *pgCheck) checkReplicationRole(ctx context.Context) {
 // on it; it returns whether the table exists.
 func (c *pgCheck) checkTable(ctx context.Context) bool {
 	var kind, owner string
-	var sel, upd, del, usage bool
+	var sel, upd, del, usage, children bool
 	err := c.conn.QueryRow(ctx, `
 		SELECT c.relkind::text, pg_get_userbyid(c.relowner),
 		       has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE'),
-		       has_schema_privilege(n.oid, 'USAGE')
+		       has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, c.schema, c.table).Scan(&kind, &owner, &sel, &upd, &del, &usage)
+		WHERE n.nspname = $1 AND c.relname = $2`, c.schema, c.table).Scan(&kind, &owner, &sel, &upd, &del, &usage, &children)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.r.add(Fail, CheckTable, fmt.Sprintf("table %s does not exist in database %q", c.tbl, c.conn.Config().Database),
 			"create it (outboxrelay init prints the SQL), or set outbox.table to yours")
@@ -281,7 +284,17 @@ func (c *pgCheck) checkTable(ctx context.Context) bool {
 		c.r.add(Fail, CheckTable, fmt.Sprintf("%s is not a table (relkind %s)", c.tbl, kind), "point outbox.table at a table")
 		return false
 	}
-	c.r.pass(CheckTable, "%s exists, owned by %q", c.tbl, owner)
+	c.partitioned = kind == "p"
+	switch {
+	case c.cfg.Source == "poll" && (c.partitioned || children):
+		c.r.add(Fail, CheckTable, fmt.Sprintf("%s is partitioned or has inheritance children, and the poller cannot tell their rows apart (it marks rows by ctid, which each one numbers on its own)", c.tbl),
+			"use source: cdc, or a table without partitions")
+	case children && !c.partitioned:
+		c.r.add(Fail, CheckTable, fmt.Sprintf("%s has inheritance children, and logical replication sends their rows under their own names, which the relay would not know as the outbox's", c.tbl),
+			"make it a partitioned table, or keep the events in the table itself")
+	default:
+		c.r.pass(CheckTable, "%s exists, owned by %q", c.tbl, owner)
+	}
 
 	need := map[string]bool{"SELECT": sel}
 	why := "SELECT on the outbox table"
@@ -434,7 +447,11 @@ func (c *pgCheck) checkPublication(ctx context.Context, tableExists bool) {
 	pub.SetDefaults()
 	name := pub.Publication
 	qpub := pgx.Identifier{name}.Sanitize()
-	create := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", qpub, c.tbl)
+	with := "publish = 'insert'"
+	if c.partitioned {
+		with += ", publish_via_partition_root = true"
+	}
+	create := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (%s);", qpub, c.tbl, with)
 	var insert, update, del, all, covers, owner bool
 	err := c.conn.QueryRow(ctx, `
 		SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.puballtables,
@@ -467,7 +484,20 @@ func (c *pgCheck) checkPublication(ctx context.Context, tableExists bool) {
 		return
 	}
 	var problems, fixes []string
-	if !covers {
+	viaRoot := true
+	if c.partitioned {
+		// Partitioned tables are published from PostgreSQL 13 on, with
+		// pubviaroot.
+		if err := c.conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, name).Scan(&viaRoot); err != nil {
+			c.r.add(Fail, CheckPublication, "cannot look up the publication: "+err.Error(), "")
+			return
+		}
+	}
+	if !viaRoot {
+		// pg_publication_tables lists the partitions then, not the table.
+		problems = append(problems, fmt.Sprintf("sends the rows of partitioned table %s under each partition's name, which the relay would not know as the outbox's", c.tbl))
+		fixes = append(fixes, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true);", qpub))
+	} else if !covers {
 		problems = append(problems, fmt.Sprintf("does not include %s", c.tbl))
 		fixes = append(fixes, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qpub, c.tbl))
 	}
