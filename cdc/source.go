@@ -580,9 +580,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
-		if err := st.src.checkRelation(m); err != nil {
-			return err
-		}
+		st.src.noteRenamed(m)
 		st.rels.Add(m)
 	case *pglogrepl.BeginMessage:
 		st.inTxn = true
@@ -675,31 +673,33 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 
 // ours returns the relation and the outbox table it is, or a nil table
 // when it is none. A publication the user made may cover other tables;
-// their changes are not ours to relay.
+// their changes are not ours to relay. A table is known by its oid, so
+// that a rename does not hide it, and by its name, so that one dropped
+// and made again is still known.
 func (st *stream) ours(id uint32) (*pgoutput.Relation, *table) {
 	rel, ok := st.rels[id]
 	if !ok {
 		return nil, nil
 	}
 	for i := range st.src.tables {
-		if t := &st.src.tables[i]; rel.Namespace == t.schema && rel.Name == t.name {
+		if t := &st.src.tables[i]; id == t.oid || (rel.Namespace == t.schema && rel.Name == t.name) {
 			return rel, t
 		}
 	}
 	return nil, nil
 }
 
-// checkRelation stops the stream when an outbox table arrives under
-// another name, renamed or moved to another schema while the relay ran:
-// ours knows a table by its name, and would pass its rows by.
-func (s *Source) checkRelation(m *pglogrepl.RelationMessage) error {
+// noteRenamed warns when an outbox table comes under another name than
+// the configured one: renamed or moved to another schema while the relay
+// ran, or, replayed from before a rename, under its old name. ours still
+// knows it by its oid; the next start looks it up by the configured name.
+func (s *Source) noteRenamed(m *pglogrepl.RelationMessage) {
 	for _, t := range s.tables {
 		if t.oid == m.RelationID && (m.Namespace != t.schema || m.RelationName != t.name) {
-			return connector.Permanent(fmt.Errorf("outbox table %s is now %s.%s, renamed or moved while the relay ran; stopping before its rows pass by unrelayed: rename it back, or set outbox.table to the new name and start again (the slot still holds those rows)",
-				t, m.Namespace, m.RelationName))
+			s.log.Warn("the outbox table's changes come under another name, renamed or moved; relaying them by the table's oid. Set outbox.table to its current name before the next start",
+				"table", t.String(), "name", m.Namespace+"."+m.RelationName)
 		}
 	}
-	return nil
 }
 
 // explainMissing says, of an event whose routed column is not in the
