@@ -184,6 +184,9 @@ func (r *Runner) runOnce(ctx context.Context) error {
 	srcEnded := false
 	tx := r.newTxnState(t)
 	defer tx.stop()
+	// stopping is ctx's end until it comes; midTxn: the last batch taken
+	// ended inside a source transaction (it has no Done).
+	stopping, midTxn := ctx.Done(), false
 loop:
 	for {
 		select {
@@ -195,6 +198,10 @@ loop:
 			if err := tx.published(pubCtx, b, t); err != nil {
 				failure = err
 				break loop
+			}
+			midTxn = b.Done == nil
+			if stopping == nil && !midTxn {
+				break loop // the transaction the stop waited for is whole
 			}
 		case <-tx.tick:
 			if err := tx.due(pubCtx, t); err != nil {
@@ -211,7 +218,16 @@ loop:
 				failure = errors.New("source stopped without being asked to")
 			}
 			break loop
-		case <-ctx.Done():
+		case <-stopping:
+			if !midTxn {
+				break loop
+			}
+			// Part of a source transaction is on its way to Kafka, and
+			// only its end can be confirmed: take the rest of it, within
+			// ShutdownTimeout, rather than publish that part again on the
+			// next start.
+			stopping = nil
+		case <-pubCtx.Done():
 			break loop
 		}
 	}

@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/sink"
+)
+
+// TestCDCGracefulStopFinishesLargeTransaction: a transaction larger than
+// cdc.max_batch_events goes to Kafka in parts, and only its end can be
+// confirmed. A graceful stop that comes when part of it is in Kafka takes
+// the rest and confirms it, so the next start repeats none of it.
+func TestCDCGracefulStopFinishesLargeTransaction(t *testing.T) {
+	e := newEnv(t, cdcKind)
+	ctx := context.Background()
+	for _, sql := range []string{
+		`CREATE PUBLICATION ` + pgx.Identifier{e.name}.Sanitize() + ` FOR TABLE outbox WITH (publish = 'insert')`,
+		`SELECT pg_create_logical_replication_slot('` + e.name + `', 'pgoutput')`,
+	} {
+		if _, err := e.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	const events = 3000
+	workload{table: e.table, writers: 1, aggregates: 20, events: events, txnSize: events}.write(ctx, t, e.pool)
+	rows := readRows(ctx, t, e.pool, e.table)
+	// Every produce request waits a little, and the producer holds 200
+	// records at most, so that the transaction's 30 parts take most of a
+	// second to reach Kafka and the runner is still taking them when it
+	// is told to stop.
+	e.cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.SleepControl(func() { time.Sleep(20 * time.Millisecond) })
+		return nil, nil, false
+	})
+
+	cfg := cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name, MaxBatchEvents: 100}
+	sc := sink.Config{MaxBufferedRecords: 200}
+	r := startRelay(t, openCDC(t, cfg), e.brokers, connector.RunnerConfig{}, sc)
+	c := newCollector(t, e.brokers, "outbox.event.order")
+	c.readAtLeast(ctx, t, 1, time.Minute)
+	r.stop(t)
+	if n := len(c.recs); n >= events {
+		t.Fatalf("all %d events were in Kafka before the stop; the test exercised nothing", n)
+	}
+
+	r = startRelay(t, openCDC(t, cfg), e.brokers, connector.RunnerConfig{}, sc)
+	defer r.stop(t)
+	c.waitFor(t, rows, time.Minute)
+	c.settle(2 * time.Second)
+	if rep := c.check(t, rows, partitions); rep.duplicates != 0 {
+		t.Errorf("%d of %d events were published again after a graceful stop in the middle of their transaction", rep.duplicates, events)
+	}
+}
