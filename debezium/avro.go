@@ -218,7 +218,8 @@ func (w *avroWriter) base(s *Schema) error {
 }
 
 // defaultValue writes a default as AvroData.defaultValueFromConnect: a
-// number, boolean or string as such, bytes as an ISO-8859-1 string.
+// number, boolean or string as such (a float in Java's form), bytes as an
+// ISO-8859-1 string.
 func (w *avroWriter) defaultValue(s *Schema, v any) error {
 	switch x := v.(type) {
 	case string:
@@ -228,9 +229,11 @@ func (w *avroWriter) defaultValue(s *Schema, v any) error {
 	case int64:
 		w.b = strconv.AppendInt(w.b, x, 10)
 	case float32:
-		w.b = strconv.AppendFloat(w.b, float64(x), 'g', -1, 32)
+		// A FloatNode or DoubleNode, which Jackson writes as Java's
+		// Float.toString or Double.toString (0.0, 1.0E7), NaN quoted.
+		w.b = appendJSONFloat(w.b, javaFloat(x))
 	case float64:
-		w.b = strconv.AppendFloat(w.b, x, 'g', -1, 64)
+		w.b = appendJSONFloat(w.b, javaDouble(x))
 	case []byte:
 		r := make([]rune, len(x))
 		for i, c := range x {

@@ -31,6 +31,12 @@ func TestAvroSchemaMapping(t *testing.T) {
 		// (defaultValueFromConnect: a number node).
 		{"optional with default", &Schema{Type: TypeInt32, Optional: true, Default: int64(5)},
 			`[{"type":"int","connect.default":5},"null"]`},
+		// A float default is a FloatNode or DoubleNode, which Jackson
+		// writes as Java's Float.toString or Double.toString: 0.0, 1.0E7.
+		{"optional double with default", &Schema{Type: TypeFloat64, Optional: true, Default: float64(0)},
+			`[{"type":"double","connect.default":0.0},"null"]`},
+		{"float default in Java notation", &Schema{Type: TypeFloat32, Default: float32(1e7)},
+			`{"type":"float","connect.default":1.0E7}`},
 		// A struct without a name: createRecord(DEFAULT_SCHEMA_NAME,
 		// NAMESPACE), io.confluent.connect.avro.ConnectDefault, and no
 		// connect.name (it is added only when schema.name() != null). A
