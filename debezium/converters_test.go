@@ -296,6 +296,32 @@ func TestTopicRouter(t *testing.T) {
 	}
 }
 
+// table.fields.additional.placement entries as
+// EventRouterConfigDefinition.parseAdditionalFieldsConfig reads them: the
+// column, the placement (any case) and the alias each trimmed of spaces,
+// the alias the column's name when absent.
+func TestParseAdditionalField(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want AdditionalField
+	}{
+		{"type:header", AdditionalField{Column: "type", Placement: PlaceHeader, Alias: "type"}},
+		{"type:envelope:eventType", AdditionalField{Column: "type", Placement: PlaceEnvelope, Alias: "eventType"}},
+		{"type : header : eventType", AdditionalField{Column: "type", Placement: PlaceHeader, Alias: "eventType"}},
+		{" shard :Partition ", AdditionalField{Column: "shard", Placement: PlacePartition, Alias: "shard"}},
+	} {
+		got, err := ParseAdditionalField(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v (%v), want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{"type", " :header", "type:body", "type:header: ", "a:header:b:c"} {
+		if _, err := ParseAdditionalField(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}
+
 // Columns as Debezium's PostgreSQL connector types them, with its default
 // settings, and the defaults it puts in schemas.
 func TestColumns(t *testing.T) {

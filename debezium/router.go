@@ -115,13 +115,18 @@ type AdditionalField struct {
 	Alias string
 }
 
-// ParseAdditionalField reads "column:placement[:alias]".
+// ParseAdditionalField reads "column:placement[:alias]", each part trimmed
+// of spaces as EventRouterConfigDefinition.parseAdditionalFieldsConfig
+// trims them.
 func ParseAdditionalField(s string) (AdditionalField, error) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
+	parts := strings.Split(s, ":")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
 		return AdditionalField{}, fmt.Errorf("additional field %q is not column:placement or column:placement:alias", s)
 	}
-	f := AdditionalField{Column: parts[0], Placement: Placement(strings.ToLower(strings.TrimSpace(parts[1]))), Alias: parts[0]}
+	f := AdditionalField{Column: parts[0], Placement: Placement(strings.ToLower(parts[1])), Alias: parts[0]}
 	switch f.Placement {
 	case PlaceHeader, PlaceEnvelope, PlacePartition:
 	default:
