@@ -50,9 +50,10 @@ type RouterConfig struct {
 	// "column:placement[:alias]" an entry, placement header, envelope or
 	// partition.
 	AdditionalFields []string
-	// AdditionalFieldsOptional is table.fields.additional.error.on.missing
-	// = false: a header or partition column missing from a row is left
-	// out instead of failing the event. Default false (required).
+	// AdditionalFieldsOptional is table.field.additional.missing=ignore
+	// (table.fields.additional.error.on.missing=false before Debezium
+	// 3.6): a header or partition column missing from a row is left out
+	// instead of failing the event. Default false (required).
 	AdditionalFieldsOptional bool
 	// ExpandJSONPayload is table.expand.json.payload: a JSON text payload
 	// becomes a struct (needs ValueFormat json, json+schema or string).
@@ -521,8 +522,10 @@ func (r *Router) check(t *tableMeta) error {
 	for _, f := range r.c.fields {
 		switch f.Placement {
 		case PlaceEnvelope:
-			// Debezium builds the value schema from every envelope column,
-			// whatever error.on.missing says.
+			// Up to 3.5 Debezium builds the value schema from every
+			// envelope column, whatever error.on.missing says; 3.6 leaves
+			// a missing one out with table.field.additional.missing=ignore,
+			// which outboxrelay refuses here instead (docs/debezium.md).
 			need(f.Column, "envelope field "+f.Alias, true)
 		case PlaceHeader:
 			if t.column(f.Column) != nil || !cfg.AdditionalFieldsOptional {
@@ -594,7 +597,7 @@ func (r *Router) route(t *tableMeta, e *connector.Event) (connector.Message, err
 			if cfg.AdditionalFieldsOptional {
 				continue
 			}
-			return m, fmt.Errorf("the row has no column %q for %s %q (table.fields.additional.error.on.missing)", f.Column, f.Placement, f.Alias)
+			return m, fmt.Errorf("the row has no column %q for %s %q (routing.additional_fields_required; Debezium's table.field.additional.missing)", f.Column, f.Placement, f.Alias)
 		}
 		switch f.Placement {
 		case PlaceHeader:

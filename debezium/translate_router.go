@@ -41,6 +41,36 @@ func (tr *translator) transforms() {
 	tr.routerOptions()
 }
 
+// additionalMissing maps what to do with an additional column a row lacks:
+// table.fields.additional.error.on.missing (true or false) up to Debezium
+// 3.5, table.field.additional.missing (error or ignore) from 3.6, which
+// reads only the new key. Both mean routing.additional_fields_required.
+func (tr *translator) additionalMissing() {
+	const oldKey, newKey = "table.fields.additional.error.on.missing", "table.field.additional.missing"
+	required := tr.boolOpt(oldKey, true)
+	_, hasOld := tr.opt(oldKey)
+	if v, ok := tr.opt(newKey); ok {
+		var newRequired bool
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "error":
+			newRequired = true
+		case "ignore":
+		default:
+			tr.note(tr.routerPfx+newKey, Unsupported, "%q is not error or ignore", v)
+			return
+		}
+		if hasOld && newRequired != required {
+			tr.note(tr.routerPfx+newKey, Unsupported, "%s=%s and %s=%t disagree: Debezium 3.6 and later read only %s, earlier versions only %s; keep the one your Debezium version reads",
+				newKey, strings.TrimSpace(v), oldKey, required, newKey, oldKey)
+			return
+		}
+		required = newRequired
+	}
+	if !required {
+		tr.set("routing.additional_fields_required", false)
+	}
+}
+
 func (tr *translator) markPrefix(prefix string) {
 	for _, k := range tr.conn.Keys() {
 		if strings.HasPrefix(k, prefix) {
@@ -141,9 +171,7 @@ func (tr *translator) routerOptions() {
 		}
 		tr.set("routing.additional_fields", fields)
 	}
-	if !tr.boolOpt("table.fields.additional.error.on.missing", true) {
-		tr.set("routing.additional_fields_required", false)
-	}
+	tr.additionalMissing()
 	expand := tr.boolOpt("table.expand.json.payload", false)
 	if expand {
 		tr.set("routing.expand_json_payload", true)

@@ -219,6 +219,22 @@ func TestTranslateOptions(t *testing.T) {
 			"routing.additional_fields":          []string{"type:header:eventType", "tenant:envelope", "part:partition"},
 			"routing.additional_fields_required": false, "routing.expand_json_payload": true, "routing.json_null_fields": "optional_bytes",
 			"routing.tombstone_on_empty_payload": true, "routing.schema_version_column": "version", "routing.tracing_column": "trace"}},
+		// Debezium 3.6 renamed table.fields.additional.error.on.missing
+		// to table.field.additional.missing, error or ignore.
+		{name: "additional missing ignore", opts: map[string]string{"transforms.outbox.table.field.additional.missing": " Ignore"},
+			want: map[string]any{"routing.additional_fields_required": false}},
+		{name: "additional missing error", opts: map[string]string{"transforms.outbox.table.field.additional.missing": "error"},
+			want: map[string]any{"routing.additional_fields_required": nil}},
+		{name: "additional missing under both names", opts: map[string]string{
+			"transforms.outbox.table.field.additional.missing":           "ignore",
+			"transforms.outbox.table.fields.additional.error.on.missing": "false"},
+			want: map[string]any{"routing.additional_fields_required": false}},
+		{name: "additional missing names disagree", opts: map[string]string{
+			"transforms.outbox.table.field.additional.missing":           "error",
+			"transforms.outbox.table.fields.additional.error.on.missing": "false"},
+			notes: []note{{"transforms.outbox.table.field.additional.missing", debezium.Unsupported, "disagree"}}},
+		{name: "bad additional missing", opts: map[string]string{"transforms.outbox.table.field.additional.missing": "skip"},
+			notes: []note{{"transforms.outbox.table.field.additional.missing", debezium.Unsupported, `"skip" is not error or ignore`}}},
 		{name: "bad placement", opts: map[string]string{"transforms.outbox.table.fields.additional.placement": "type:body"},
 			notes: []note{{"transforms.outbox.table.fields.additional.placement", debezium.Unsupported, "placement"}}},
 		{name: "bad boolean", opts: map[string]string{"transforms.outbox.table.expand.json.payload": "yes"},
