@@ -24,6 +24,9 @@ type Event struct {
 	AggregateType string
 	AggregateID   string
 	Type          string
+	// TypeNull reports a NULL type column (Type is empty then), which
+	// Debezium writes as null: a null header, a null envelope field.
+	TypeNull bool
 	// Payload is the payload column as stored: the text of json, jsonb and
 	// text columns, the raw bytes of bytea. Nil when the column is NULL.
 	Payload []byte
@@ -70,6 +73,9 @@ func (e *Event) Field(m ColumnMap, name string) (value []byte, null, ok bool) {
 	case m.AggregateID:
 		return []byte(e.AggregateID), false, true
 	case m.Type:
+		if e.TypeNull {
+			return nil, true, true
+		}
 		return []byte(e.Type), false, true
 	case m.Payload:
 		return e.Payload, e.Payload == nil, true
@@ -141,7 +147,7 @@ func (m ColumnMap) NewEvent(cols []Column, commit time.Time, origin string) Even
 		case m.AggregateID:
 			aggID, have[2] = c.Value, !c.Null
 		case m.Type:
-			typ, have[3] = c.Value, true
+			typ, have[3], e.TypeNull = c.Value, true, c.Null
 		case m.Payload:
 			e.Payload, have[4] = c.Value, true
 			if c.Null {

@@ -113,9 +113,14 @@ func (r Routing) message(e *Event, topic string) Message {
 		EventID:   e.ID,
 	}
 	if r.TypeHeader != "" {
-		at := len(buf)
-		buf = append(buf, e.Type...)
-		m.Headers = []Header{{Key: "id", Value: id}, {Key: r.TypeHeader, Value: buf[at:len(buf):len(buf)]}}
+		// A NULL type is a null header, as a NULL payload is a null value.
+		var typ []byte
+		if !e.TypeNull {
+			at := len(buf)
+			buf = append(buf, e.Type...)
+			typ = buf[at:len(buf):len(buf)]
+		}
+		m.Headers = []Header{{Key: "id", Value: id}, {Key: r.TypeHeader, Value: typ}}
 	} else {
 		m.Headers = []Header{{Key: "id", Value: id}}
 	}

@@ -12,17 +12,23 @@ func TestRouteDebeziumDefaults(t *testing.T) {
 	commit := time.Date(2026, 11, 22, 10, 0, 0, 123000000, time.UTC)
 	e := Event{ID: "2f0a1c8e-0c1d-4a9b-9c55-3f4c1b0e7a11", AggregateType: "order", AggregateID: "1001", Type: "OrderCreated", Payload: []byte(`{"a": 1}`), CommitTime: commit}
 	for _, tc := range []struct {
-		name    string
-		r       Routing
-		topic   string
-		headers []Header
+		name     string
+		typeNull bool
+		r        Routing
+		topic    string
+		headers  []Header
 	}{
 		{name: "defaults", r: Routing{}.WithDefaults(), topic: "outbox.event.order", headers: []Header{{"id", []byte(e.ID)}}},
 		{name: "prefix", r: Routing{TopicPrefix: "events."}.WithDefaults(), topic: "events.order", headers: []Header{{"id", []byte(e.ID)}}},
 		{name: "one topic", r: Routing{Topic: "all-events"}.WithDefaults(), topic: "all-events", headers: []Header{{"id", []byte(e.ID)}}},
 		{name: "type header", r: Routing{TypeHeader: "eventType"}.WithDefaults(), topic: "outbox.event.order", headers: []Header{{"id", []byte(e.ID)}, {"eventType", []byte("OrderCreated")}}},
+		{name: "type header of a NULL type", typeNull: true, r: Routing{TypeHeader: "eventType"}.WithDefaults(), topic: "outbox.event.order", headers: []Header{{"id", []byte(e.ID)}, {"eventType", nil}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			e := e
+			if tc.typeNull {
+				e.Type, e.TypeNull = "", true
+			}
 			m, err := tc.r.Route(&e)
 			if err != nil {
 				t.Fatal(err)
@@ -34,7 +40,7 @@ func TestRouteDebeziumDefaults(t *testing.T) {
 				t.Fatalf("headers %v, want %v", m.Headers, tc.headers)
 			}
 			for i, h := range tc.headers {
-				if m.Headers[i].Key != h.Key || string(m.Headers[i].Value) != string(h.Value) {
+				if m.Headers[i].Key != h.Key || string(m.Headers[i].Value) != string(h.Value) || (m.Headers[i].Value == nil) != (h.Value == nil) {
 					t.Fatalf("headers %v, want %v", m.Headers, tc.headers)
 				}
 			}
@@ -118,6 +124,15 @@ func TestNewEvent(t *testing.T) {
 	}
 	if v, null, ok := e.Field(m, "tenant"); !ok || null || string(v) != "t1" {
 		t.Fatalf("Field(tenant) = %q %v %v", v, null, ok)
+	}
+	// A NULL type stays NULL: Debezium writes it as null, not as "".
+	e = m.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), col("aggregateid", "a"), null("type")}, commit, "")
+	if v, null, ok := e.Field(m, "type"); e.Invalid != nil || !e.TypeNull || !ok || !null || v != nil {
+		t.Fatalf("NULL type: TypeNull %t, Field(type) = %q %v %v, invalid %v", e.TypeNull, v, null, ok, e.Invalid)
+	}
+	e = m.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), col("aggregateid", "a"), col("type", "")}, commit, "")
+	if v, null, ok := e.Field(m, "type"); e.TypeNull || !ok || null || v == nil {
+		t.Fatalf("empty type: TypeNull %t, Field(type) = %q %v %v", e.TypeNull, v, null, ok)
 	}
 }
 

@@ -408,6 +408,9 @@ func TestRawRouterIsDefaultRouting(t *testing.T) {
 				if rng.IntN(4) > 0 {
 					e.Payload = []byte(word())
 				}
+				if rng.IntN(8) == 0 {
+					e.Type, e.TypeNull = "", true
+				}
 				want, wantErr := def.Route(&e)
 				got, gotErr := rt.Route(&e)
 				if (wantErr == nil) != (gotErr == nil) {
