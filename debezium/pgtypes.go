@@ -216,7 +216,7 @@ func (c *column) timestampMillis(raw []byte) (int64, error) {
 // (now(), gen_random_uuid(), nextval(...)) it puts a placeholder value in
 // the schema instead.
 var (
-	literalDefault  = regexp.MustCompile(`'(.*?)'`)
+	literalDefault  = regexp.MustCompile(`'([^']*(?:''[^']*)*)'`)
 	functionDefault = regexp.MustCompile(`^[(]?[A-Za-z0-9_]+\((?:.+(?:, ?.+)*)?\)`)
 )
 
@@ -228,7 +228,7 @@ func extractDefault(expr, placeholder string) string {
 		return expr
 	}
 	if m := literalDefault.FindStringSubmatch(expr); m != nil {
-		return m[1]
+		return strings.ReplaceAll(m[1], "''", "'")
 	}
 	return expr
 }
@@ -237,10 +237,12 @@ func extractDefault(expr, placeholder string) string {
 // if any: Debezium leaves it out when it cannot parse the expression.
 func (c *column) parseDefault() (any, bool) {
 	expr := c.defaultExpr
+	// DEFAULT NULL, which PostgreSQL keeps as NULL::type: no default, for
+	// every type (parseNullDefault, and extractDefault's null for text).
+	if strings.HasPrefix(expr, "NULL::") {
+		return nil, false
+	}
 	nullable := func(placeholder string) (string, bool) {
-		if strings.HasPrefix(expr, "NULL::") {
-			return "", false
-		}
 		return extractDefault(expr, placeholder), true
 	}
 	switch c.typName {
