@@ -661,7 +661,11 @@ func (r *Router) topic(value string) (string, error) {
 	return topic, nil
 }
 
-// typed returns the named column's schema and Connect value.
+// typed returns the named column's schema and Connect value: for a NULL,
+// the schema's default where it has one, as the outbox router reads the
+// columns it writes with Kafka's Struct.get(field), which returns the
+// default for a null. (Routing, partition, timestamp and schema version
+// are read with getString, getInt32, getInt64, which do not.)
 func (r *Router) typed(t *tableMeta, e *connector.Event, name string) (*Schema, any, error) {
 	raw, null, ok := e.Field(r.cfg.Columns, name)
 	if !ok {
@@ -674,6 +678,9 @@ func (r *Router) typed(t *tableMeta, e *connector.Event, name string) (*Schema, 
 	s, err := c.schema()
 	if err != nil {
 		return nil, nil, err
+	}
+	if null && s.Default != nil {
+		return s, s.Default, nil
 	}
 	v, err := c.value(raw, null)
 	if err != nil {
@@ -743,6 +750,10 @@ func (r *Router) value(t *tableMeta, e *connector.Event, topic string, envelope 
 	if err != nil {
 		return nil, err
 	}
+	// Debezium's delete check, payload == null ||
+	// payload.toString().trim().isEmpty(), on the payload Struct.get gave:
+	// a NULL with a column default is not blank; bytes never are.
+	blank = payload == nil
 	if text, ok := payload.(string); ok {
 		blank = isBlank([]byte(text))
 		if cfg.ExpandJSONPayload {

@@ -86,3 +86,61 @@ func TestNullTypeColumn(t *testing.T) {
 		t.Errorf("envelope %s, want %s", m.Value, want)
 	}
 }
+
+// A NULL in a column with a DEFAULT is the default wherever the outbox
+// router reads the column with Struct.get(field), which returns the
+// schema's default for a null: headers, envelope fields and the payload,
+// which is then no delete event (EventRouterDelegate: payload == null ||
+// payload.toString().trim().isEmpty()). The partition is read with
+// getInt32, which does not.
+func TestNullColumnWithDefault(t *testing.T) {
+	cols := outboxColumns(
+		&column{name: "tenant", typName: "varchar", defaultExpr: "'acme'::character varying"},
+		&column{name: "shard", typName: "int4", defaultExpr: "3"},
+	)
+	cols[4] = &column{name: "payload", typName: "jsonb", defaultExpr: "'{}'::jsonb"}
+	row := func() *connector.Event {
+		return outboxRow(
+			connector.Column{Name: "type", Value: []byte("OrderCreated")},
+			connector.Column{Name: "payload", Null: true},
+			connector.Column{Name: "tenant", Null: true},
+			connector.Column{Name: "shard", Null: true},
+		)
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    RouterConfig
+		value  string
+		tenant string
+	}{
+		{name: "string", cfg: RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple}, value: "{}", tenant: "acme"},
+		{name: "tombstone on empty payload", cfg: RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple, TombstoneOnEmptyPayload: true}, value: "{}", tenant: "acme"},
+		{name: "json", cfg: RouterConfig{ValueFormat: FormatJSON, HeaderFormat: FormatJSON}, value: `"{}"`, tenant: `"acme"`},
+		{name: "expanded", cfg: RouterConfig{ValueFormat: FormatJSON, HeaderFormat: FormatSimple, ExpandJSONPayload: true}, value: `{}`, tenant: "acme"},
+		{name: "envelope", cfg: RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple, AdditionalFields: []string{"tenant:envelope"}},
+			value: "Struct{payload={},tenant=acme}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.AdditionalFields = append(tc.cfg.AdditionalFields, "tenant:header", "shard:partition")
+			m, err := fixedRouter(t, tc.cfg, cols...).Route(row())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Value) != tc.value || m.Value == nil {
+				t.Errorf("value %q (nil %t), want %q", m.Value, m.Value == nil, tc.value)
+			}
+			if h, _ := header(m, "tenant"); tc.tenant != "" && string(h.Value) != tc.tenant {
+				t.Errorf("header tenant %q (nil %t), want %q", h.Value, h.Value == nil, tc.tenant)
+			}
+			if m.Partition != nil {
+				t.Errorf("partition %d, want none: getInt32 gives the NULL, not the default", *m.Partition)
+			}
+		})
+	}
+	// Without a default a NULL payload is still null, and a tombstone.
+	cols[4] = &column{name: "payload", typName: "jsonb"}
+	m, err := fixedRouter(t, RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple, TombstoneOnEmptyPayload: true}, cols...).Route(row())
+	if err != nil || m.Value != nil {
+		t.Errorf("NULL payload without a default: value %q (%v), want a tombstone", m.Value, err)
+	}
+}
