@@ -366,6 +366,17 @@ func (tr *translator) connector() {
 	default:
 		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
+	// Debezium 3.2 and later add context headers to every record
+	// (CommonConnectorConfig's extended.headers.enabled, default true),
+	// which the outbox router keeps; outboxrelay writes none.
+	if v, ok := tr.get("extended.headers.enabled"); ok {
+		if strings.EqualFold(strings.TrimSpace(v), "false") {
+			tr.note("extended.headers.enabled", Info, "false: Debezium writes no __debezium.context.* headers, and outboxrelay never writes them")
+		} else {
+			o, _ := lookup(ScopeConnector, "extended.headers.enabled")
+			tr.note("extended.headers.enabled", Warning, "%s", o.Text)
+		}
+	}
 	for _, k := range []string{"time.precision.mode", "binary.handling.mode"} {
 		v, ok := tr.get(k)
 		if !ok {

@@ -348,6 +348,12 @@ func TestTranslateOptions(t *testing.T) {
 			notes: []note{{"producer.override.ssl.truststore.location", debezium.Unsupported, "convert it to PEM"}}},
 		{name: "ignored and unknown options", opts: map[string]string{"snapshot.mode": "never", "slot.drop.on.stop": "true", "provide.transaction.metadata": "true", "frobnicate": "1"},
 			notes: []note{{"slot.drop.on.stop", debezium.Warning, "never drops"}, {"provide.transaction.metadata", debezium.Warning, "transaction"}, {"frobnicate", debezium.Warning, "unknown option"}}},
+		// Debezium 3.2 and later add __debezium.context.* headers unless
+		// extended.headers.enabled=false; outboxrelay never does.
+		{name: "extended headers", opts: map[string]string{"extended.headers.enabled": "true"},
+			notes: []note{{"extended.headers.enabled", debezium.Warning, "outboxrelay never writes the `__debezium.context.*` headers"}}},
+		{name: "no extended headers", opts: map[string]string{"extended.headers.enabled": "FALSE"},
+			notes: []note{{"extended.headers.enabled", debezium.Info, "outboxrelay never writes them"}}},
 		{name: "snapshot when the slot is created", opts: map[string]string{"snapshot.mode": "when_needed"},
 			want: map[string]any{"cdc.snapshot": "initial"}},
 		{name: "no snapshot", opts: map[string]string{"snapshot.mode": "no_data"},
