@@ -96,6 +96,10 @@ type Runner struct {
 	// again after the restart they are published alone, to learn whether
 	// the failure was theirs, and go to the dead letter topic if it was.
 	poisoned map[string]error
+	// condemned are events that failed alone in a Kafka transaction, which
+	// only an abort can end then: the next run sends them straight to the
+	// dead letter topic.
+	condemned map[string]*EventError
 
 	// msg is the message being published, one for every event: a Message
 	// per event escaped to the heap (Publish takes a pointer), and Publish
@@ -116,7 +120,7 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}}
+	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}, condemned: map[string]*EventError{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -302,8 +306,20 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 			m.Stages = e.Stages
 		}
 		if err == nil {
-			if _, suspect := r.poisoned[e.ID]; suspect {
+			if ee, bad := r.condemned[e.ID]; bad {
+				delete(r.condemned, e.ID)
 				delete(r.poisoned, e.ID)
+				err = ee
+			} else if _, suspect := r.poisoned[e.ID]; suspect {
+				delete(r.poisoned, e.ID)
+				if r.txn != nil {
+					if err = r.sendAloneInTxn(ctx, t, p, m); err != nil {
+						r.condemn(err)
+						t.published(p, err)
+						return err
+					}
+					continue
+				}
 				err = r.sendAlone(ctx, m)
 				if err == nil {
 					continue
@@ -355,17 +371,49 @@ func (r *Runner) sendAlone(ctx context.Context, m *Message) error {
 	if err := r.sink.Flush(ctx); err != nil {
 		return err
 	}
-	if r.txn != nil {
-		// In a transaction a refusal comes at once, and a success only
-		// with the commit; after the flush, no answer is a success.
-		select {
-		case err := <-res:
-			return err
-		default:
-			return nil
-		}
-	}
 	return <-res
+}
+
+// sendAloneInTxn is sendAlone in a Kafka transaction, where a refusal
+// comes at once and a success only with the commit: after the flush, no
+// answer is a success so far. The message counts in p, so that p is done
+// only once the transaction commits, as every batch in one is.
+func (r *Runner) sendAloneInTxn(ctx context.Context, t *tracker, p *pending, m *Message) error {
+	if err := r.sink.Flush(ctx); err != nil {
+		return err
+	}
+	refused := make(chan error, 1)
+	t.sent(p)
+	err := r.sink.Publish(ctx, m, func(err error) {
+		if err != nil {
+			refused <- err
+		}
+		p.ack(err)
+	})
+	if err != nil {
+		t.acked(p, nil) // not sent: take back the count
+		return err
+	}
+	if err := r.sink.Flush(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-refused:
+		return err
+	default:
+		return nil
+	}
+}
+
+// condemn remembers an event that failed alone in a Kafka transaction. A
+// refused produce leaves the transaction good only for an abort, so the
+// dead letter record cannot join it: this run fails, and the next sends
+// the event straight to the dead letter topic.
+func (r *Runner) condemn(err error) {
+	var ee *EventError
+	if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.condemned) < maxPoisoned {
+		r.condemned[ee.EventID] = ee
+	}
 }
 
 func (r *Runner) send(ctx context.Context, t *tracker, p *pending, m *Message) error {

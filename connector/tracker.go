@@ -15,6 +15,8 @@ type tracker struct {
 	// known, so the runner can stop publishing.
 	failures chan error
 	reported bool
+	// first is that first error, once reported.
+	first    error
 	inflight int
 }
 
@@ -74,7 +76,7 @@ func (t *tracker) settle(p *pending, err error) {
 		p.err = err
 	}
 	if err != nil && !t.reported {
-		t.reported = true
+		t.reported, t.first = true, err
 		t.failures <- err
 	}
 	for len(t.queue) > 0 && t.queue[0].remaining == 0 {
@@ -93,6 +95,13 @@ func (t *tracker) settle(p *pending, err error) {
 	if len(t.queue) == 0 {
 		t.queue = t.queue[:0:0] // let the old backing array go
 	}
+}
+
+// err is the first error of any message so far, or nil.
+func (t *tracker) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.first
 }
 
 // inFlight is the number of messages handed to the sink and not yet

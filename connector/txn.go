@@ -116,6 +116,13 @@ func (tx *txnState) commit(ctx context.Context, prepare func(context.Context) er
 		if err := tx.r.txn.Flush(ctx); err != nil {
 			return fmt.Errorf("flush the Kafka transaction: %w", err)
 		}
+		// A refused record has failed its batch, whose source gave up on
+		// it: the refusal, not the Prepare that would fail now, is why
+		// this run ends (an event's refusal sends it to the dead letter
+		// topic).
+		if err := tx.t.err(); err != nil {
+			return err
+		}
 		if err := prepare(ctx); err != nil {
 			return fmt.Errorf("before the Kafka transaction commits: %w", err)
 		}
