@@ -181,6 +181,21 @@ wait:
 			case result = <-done:
 				break wait
 			default:
+			}
+			if !marked {
+				return res, ctx.Err()
+			}
+			// The mark told the runner it may commit the Kafka transaction
+			// (another claim loop failed, say, and ended this one's
+			// context): wait for its outcome, so that the rows are
+			// committed as published if and only if it committed, but no
+			// longer than the broker keeps a transaction open.
+			timer := time.NewTimer(MaxTransactionTimeout(s.cfg.Network))
+			select {
+			case result = <-done:
+				timer.Stop()
+				break wait
+			case <-timer.C:
 				return res, ctx.Err()
 			}
 		}
