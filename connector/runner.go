@@ -269,6 +269,13 @@ loop:
 			r.log.Warn("shutdown timeout passed with events in flight; they will be published again on the next start", "in_flight", t.inFlight())
 		}
 	}
+	if failure == nil {
+		// A message refused while the stop drained: its batch is not done,
+		// so nothing is lost, but the stop would end without a word.
+		if err := t.err(); err != nil {
+			r.log.Error("an event failed while the relay stopped; it is published again on the next start", "err", err)
+		}
+	}
 	if !drained {
 		if srcEnded && r.txn == nil {
 			r.log.Info("the source lost its connection: dropping the events not yet sent to Kafka rather than sending them, in case another instance has taken over; they are published again from the checkpoint",
