@@ -18,6 +18,7 @@ import (
 // confirmed. A graceful stop that comes when part of it is in Kafka takes
 // the rest and confirms it, so the next start repeats none of it.
 func TestCDCGracefulStopFinishesLargeTransaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, cdcKind)
 	ctx := context.Background()
 	for _, sql := range []string{

@@ -27,6 +27,7 @@ func partitionedOutboxDDL(name string) string {
 // partitioned outbox arrives, from partitions made before the relay
 // started and after.
 func TestCDCPartitionedOutbox(t *testing.T) {
+	t.Parallel()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	_, brokers := testenv.Kafka(t)
@@ -60,6 +61,7 @@ func TestCDCPartitionedOutbox(t *testing.T) {
 // always come under the children's names), are refused at start with
 // what to do, rather than relayed as nothing.
 func TestCDCPartitionedOutboxRefusals(t *testing.T) {
+	t.Parallel()
 	url := testenv.Postgres(t)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
@@ -95,6 +97,7 @@ func TestCDCPartitionedOutboxRefusals(t *testing.T) {
 // new one, and a rename while the relay runs changes the name mid-stream:
 // every row arrives.
 func TestCDCRenamedOutboxFollowed(t *testing.T) {
+	t.Parallel()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	_, brokers := testenv.Kafka(t)
@@ -137,6 +140,7 @@ func TestCDCRenamedOutboxFollowed(t *testing.T) {
 // every partition numbers on its own, so it refuses a partitioned table
 // (or one with inheritance children) rather than mark rows it never sent.
 func TestPollRefusesPartitionedOutbox(t *testing.T) {
+	t.Parallel()
 	url := testenv.Postgres(t)
 	name := uniqueName(t)
 	execSQL(t, url, partitionedOutboxDDL(name+"_p"))
