@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -21,14 +20,7 @@ func TestCDCGracefulStopFinishesLargeTransaction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, cdcKind)
 	ctx := context.Background()
-	for _, sql := range []string{
-		`CREATE PUBLICATION ` + pgx.Identifier{e.name}.Sanitize() + ` FOR TABLE outbox WITH (publish = 'insert')`,
-		`SELECT pg_create_logical_replication_slot('` + e.name + `', 'pgoutput')`,
-	} {
-		if _, err := e.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	e.captureFromNow(ctx, t)
 	const events = 3000
 	workload{table: e.table, writers: 1, aggregates: 20, events: events, txnSize: events}.write(ctx, t, e.pool)
 	rows := readRows(ctx, t, e.pool, e.table)

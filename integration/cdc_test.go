@@ -167,6 +167,20 @@ func TestCDCInvalidRowStopsWithItsID(t *testing.T) {
 	}
 }
 
+// captureFromNow creates the env's publication and slot, as the relay
+// would, so that what commits from now on is captured before a relay runs.
+func (e *env) captureFromNow(ctx context.Context, t testing.TB) {
+	t.Helper()
+	for _, sql := range []string{
+		`CREATE PUBLICATION ` + pgx.Identifier{e.name}.Sanitize() + ` FOR TABLE outbox WITH (publish = 'insert')`,
+		`SELECT pg_create_logical_replication_slot('` + e.name + `', 'pgoutput')`,
+	} {
+		if _, err := e.pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 func slotConfirmed(ctx context.Context, t testing.TB, pool interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, slot string) pglogrepl.LSN {
@@ -254,14 +268,7 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 func TestCDCGracefulStopConfirmsWhileServerSends(t *testing.T) {
 	e := newEnv(t, cdcKind)
 	ctx := context.Background()
-	for _, sql := range []string{
-		`CREATE PUBLICATION ` + pgx.Identifier{e.name}.Sanitize() + ` FOR TABLE outbox WITH (publish = 'insert')`,
-		`SELECT pg_create_logical_replication_slot('` + e.name + `', 'pgoutput')`,
-	} {
-		if _, err := e.pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	e.captureFromNow(ctx, t)
 	// A backlog the relay cannot read in the moment before it is stopped.
 	workload{table: e.table, writers: 2, aggregates: 20, events: 20000, txnSize: 20}.write(ctx, t, e.pool)
 	src := openCDC(t, cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name})

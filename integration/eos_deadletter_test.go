@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +28,7 @@ func eosDeadLetterRelay(t *testing.T, poll bool, opts ...kfake.Opt) (*pgxpool.Po
 	slot := uniqueName(t)
 	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", slot, slot))
 	if poll {
-		ddl, err := exec.Command(binary(t), "poll-ddl").Output()
-		if err != nil {
-			t.Fatalf("outboxrelay poll-ddl: %v", err)
-		}
-		execSQL(t, url, string(ddl))
+		applyBinaryPollDDL(t, url)
 		cfg = yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n")
 	}
 	p := runBinary(t, cfg, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once", "OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC=outbox.deadletter",

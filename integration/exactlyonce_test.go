@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -113,11 +112,7 @@ func killFiveTimes(t *testing.T, poll bool, env ...string) report {
 	procs := make([]*proc, 1)
 	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
 	if poll {
-		ddl, err := exec.Command(binary(t), "poll-ddl").Output()
-		if err != nil {
-			t.Fatalf("outboxrelay poll-ddl: %v", err)
-		}
-		execSQL(t, url, string(ddl))
+		applyBinaryPollDDL(t, url)
 		cfg = yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 500\n")
 		procs = make([]*proc, 2)
 	}
@@ -308,11 +303,7 @@ func TestExactlyOncePollFrozenInstance(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	cluster, brokers := testenv.Kafka(t)
 	ctx := context.Background()
-	ddl, err := exec.Command(binary(t), "poll-ddl").Output()
-	if err != nil {
-		t.Fatalf("outboxrelay poll-ddl: %v", err)
-	}
-	execSQL(t, url, string(ddl))
+	applyBinaryPollDDL(t, url)
 	// A claim's session may idle 4s; a Kafka transaction lasts at most 2s.
 	cfg := yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 200\n")
 	cfg = strings.Replace(cfg, "postgres:\n", "postgres:\n  query_timeout: 1s\n", 1)

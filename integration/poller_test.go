@@ -57,6 +57,17 @@ func applyPollDDL(t testing.TB, cfg poller.Config) {
 	execSQL(t, cfg.URL, poller.DDL(cfg))
 }
 
+// applyBinaryPollDDL runs what `outboxrelay poll-ddl` prints for the
+// default configuration, as a user readies the table.
+func applyBinaryPollDDL(t testing.TB, url string) {
+	t.Helper()
+	ddl, err := exec.Command(binary(t), "poll-ddl").Output()
+	if err != nil {
+		t.Fatalf("outboxrelay poll-ddl: %v", err)
+	}
+	execSQL(t, url, string(ddl))
+}
+
 func execSQL(t testing.TB, url, sql string) {
 	t.Helper()
 	ctx := context.Background()
@@ -460,12 +471,7 @@ func TestPollBinaryTwoInstances(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	ctx := context.Background()
-
-	ddl, err := exec.Command(binary(t), "poll-ddl").Output()
-	if err != nil {
-		t.Fatalf("outboxrelay poll-ddl: %v", err)
-	}
-	execSQL(t, url, string(ddl))
+	applyBinaryPollDDL(t, url)
 
 	cfg := yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 500\n")
 	p1, p2 := runBinary(t, cfg), runBinary(t, cfg)
