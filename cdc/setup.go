@@ -418,11 +418,12 @@ func (s *Source) judge(slot slotState) (verdict, SlotLossCause, *connector.Check
 // readSlot reads the slot's state, and refuses a slot that is not a
 // pgoutput slot of this database.
 func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error) {
-	var plugin, database, walStatus string
+	var plugin, database, walStatus, wal string
 	var confirmed *string
-	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, '')
+	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, ''),
+			coalesce((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text, '0/0')
 		FROM pg_replication_slots WHERE slot_name = $1`,
-		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus)
+		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus, &wal)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return slotState{}, nil
 	}
@@ -436,6 +437,9 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error
 		return slotState{}, connector.Permanent(fmt.Errorf("replication slot %q belongs to database %q, not %q: use another cdc.slot", s.cfg.Slot, database, conn.Config().Database))
 	}
 	st := slotState{exists: true, lost: walStatus == "lost"}
+	if st.wal, err = pglogrepl.ParseLSN(wal); err != nil {
+		return slotState{}, fmt.Errorf("the server's WAL position %q: %w", wal, err)
+	}
 	if confirmed != nil {
 		if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
 			return slotState{}, fmt.Errorf("replication slot %q: confirmed_flush_lsn %q: %w", s.cfg.Slot, *confirmed, err)

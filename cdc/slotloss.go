@@ -36,6 +36,9 @@ const (
 	CauseAhead SlotLossCause = "ahead"
 	// CauseForeign: the checkpoint was written by another cluster.
 	CauseForeign SlotLossCause = "another cluster"
+	// CauseBehind: the server's WAL ends before the checkpoint: restored
+	// from a backup, or a standby promoted without the end of the WAL.
+	CauseBehind SlotLossCause = "server behind"
 )
 
 // SlotLostError stops a relay whose slot was lost, with cdc.on_slot_loss
@@ -53,6 +56,8 @@ type slotState struct {
 	exists    bool
 	confirmed pglogrepl.LSN
 	lost      bool // wal_status lost
+	// wal is where the server's WAL ends now; 0 when not known.
+	wal pglogrepl.LSN
 }
 
 // verdict is what to do with the slot.
@@ -78,6 +83,12 @@ func judge(slot slotState, known *connector.Checkpoint, self connector.Checkpoin
 		return slotLost, CauseForeign
 	case !slot.exists:
 		return slotLost, CauseDropped
+	case slot.wal != 0 && uint64(slot.wal) < known.EndLSN:
+		// The relay confirmed a position this server's WAL has not
+		// reached: it is not the server the relay read, but an earlier
+		// state of it. What commits now takes positions the checkpoint
+		// says were relayed, and streaming would skip it.
+		return slotLost, CauseBehind
 	case uint64(slot.confirmed) > known.EndLSN:
 		return slotLost, CauseAhead
 	}
@@ -105,6 +116,9 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 	case CauseAhead:
 		what = fmt.Sprintf("replication slot %q is at %s, ahead of the checkpoint", name, slot.confirmed)
 		why = "the relay never confirms past its checkpoint, so someone else moved the slot (pg_replication_slot_advance, another consumer of it) or dropped it and created it again later"
+	case CauseBehind:
+		what = fmt.Sprintf("this server's WAL ends at %s, before the checkpoint", slot.wal)
+		why = "the relay already relayed past that point, so the database was restored from a backup (same system identifier) or a standby was promoted without the end of the primary's WAL: what commits now reuses positions the checkpoint says were relayed, and streaming would skip it"
 	case CauseForeign:
 		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
 			known.Key.Database, name, known.Key.SystemID, s.identity.SystemID)

@@ -21,6 +21,8 @@ func TestJudgeSlot(t *testing.T) {
 		{"slot made before the relay ran, or by init", slotState{exists: true, confirmed: 10}, nil, useSlot, ""},
 		{"slot at the checkpoint", slotState{exists: true, confirmed: 50}, at(50), useSlot, ""},
 		{"slot behind the checkpoint", slotState{exists: true, confirmed: 40}, at(50), useSlot, ""},
+		{"slot behind, the server's WAL past the checkpoint", slotState{exists: true, confirmed: 40, wal: 70}, at(50), useSlot, ""},
+		{"the server's WAL before the checkpoint: restored from a backup", slotState{exists: true, confirmed: 30, wal: 45}, at(50), slotLost, CauseBehind},
 		{"slot dropped", slotState{}, at(50), slotLost, CauseDropped},
 		{"slot ahead: recreated or advanced by someone else", slotState{exists: true, confirmed: 60}, at(50), slotLost, CauseAhead},
 		{"invalidated with a checkpoint", slotState{exists: true, lost: true, confirmed: 40}, at(50), slotLost, CauseInvalidated},
