@@ -128,6 +128,53 @@ func (s *CheckpointStore) partitionFor() int32 {
 	return int32(newPartitioner().ForTopic(s.topic).Partition(&kgo.Record{Key: family}, s.partitions))
 }
 
+// stableWait bounds how long Load waits for a transaction open on the
+// checkpoint partition to end.
+const stableWait = 10 * time.Second
+
+// stableEnd is where Load reads the partition to: the last stable offset,
+// since a checkpoint in a transaction still open is not one yet, once it
+// has reached the log's end as it was when Load began. Every relay writes
+// to the one partition, so a transaction another relay has open there
+// (exactly_once: for a moment at each commit, or until the broker's
+// transaction timeout after a crash) would otherwise hide this relay's own
+// checkpoints written after it began, and Load would return an older one:
+// the slot, confirmed to the newer, would look moved by someone else.
+func (s *CheckpointStore) stableEnd(ctx context.Context, adm *kadm.Client, part int32) (kadm.ListedOffset, error) {
+	logEnds, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return kadm.ListedOffset{}, s.aclError("read", err)
+	}
+	logEnd, _ := logEnds.Lookup(s.topic, part)
+	if logEnd.Err != nil {
+		return kadm.ListedOffset{}, s.aclError("read", logEnd.Err)
+	}
+	deadline := time.Now().Add(stableWait)
+	for {
+		ends, err := adm.ListCommittedOffsets(ctx, s.topic)
+		if err != nil {
+			return kadm.ListedOffset{}, s.aclError("read", err)
+		}
+		end, _ := ends.Lookup(s.topic, part)
+		if end.Err != nil {
+			return kadm.ListedOffset{}, s.aclError("read", end.Err)
+		}
+		if end.Offset >= logEnd.Offset {
+			return end, nil
+		}
+		if time.Now().After(deadline) {
+			// Not permanent: the relay starts again, and reads again.
+			return kadm.ListedOffset{}, fmt.Errorf("checkpoint topic %q partition %d: a Kafka transaction has been open since offset %d for more than %s (a relay with kafka.delivery exactly_once, which may have stopped mid-commit and is then aborted at its transaction timeout), and the checkpoints after it cannot be read until it ends",
+				s.topic, part, end.Offset, stableWait)
+		}
+		select {
+		case <-ctx.Done():
+			return kadm.ListedOffset{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Load reads the key's partition from its start to its end and returns
 // the last record written under the key, or else the last one another
 // cluster wrote for the same database and slot.
@@ -139,19 +186,13 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	if err != nil {
 		return connector.Checkpoint{}, false, s.aclError("read", err)
 	}
-	// Up to the last stable offset: a checkpoint in a transaction still
-	// open (a relay that stopped mid-commit) is not one yet.
-	ends, err := adm.ListCommittedOffsets(ctx, s.topic)
+	end, err := s.stableEnd(ctx, adm, part)
 	if err != nil {
-		return connector.Checkpoint{}, false, s.aclError("read", err)
+		return connector.Checkpoint{}, false, err
 	}
 	start, _ := starts.Lookup(s.topic, part)
-	end, _ := ends.Lookup(s.topic, part)
 	if start.Err != nil {
 		return connector.Checkpoint{}, false, s.aclError("read", start.Err)
-	}
-	if end.Err != nil {
-		return connector.Checkpoint{}, false, s.aclError("read", end.Err)
 	}
 	if end.Offset <= start.Offset {
 		return connector.Checkpoint{}, false, nil
