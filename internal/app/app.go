@@ -71,9 +71,32 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if err != nil {
 		return err
 	}
+	rc := cfg.DebeziumRouter()
+	var observeRegistry func(error)
+	if rc != nil && rc.Avro() {
+		// Before serving: the readiness check of the registry is part of
+		// the endpoint from its start.
+		if observeRegistry, err = obs.watchRegistry(); err != nil {
+			return err
+		}
+	}
+	stopHTTP := func() {}
+	if backfill == nil {
+		// A backfill serves no endpoints: it runs beside the relay's
+		// pod or container, whose port it would take.
+		// The relay serves before the steps below, which wait for
+		// PostgreSQL or Kafka for as long as they are down: a liveness
+		// probe finding no endpoint would restart the pod over and over,
+		// which brings neither back. Meanwhile /readyz names the step.
+		if stopHTTP, err = obs.serve(ctx); err != nil {
+			return err
+		}
+	}
+	defer stopHTTP()
 	sc := cfg.SinkConfig()
 	var inst *poller.Instance
 	if cfg.Source == "poll" && sc.TransactionalID != "" {
+		obs.starting("taking a poller instance number, which waits for PostgreSQL to answer")
 		if inst, err = takeInstance(ctx, cfg, sc.TransactionalID, log); err != nil || inst == nil {
 			return err
 		}
@@ -86,7 +109,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		return err
 	}
 	defer snk.Close()
+	// Stop serving before the sink closes, as the Kafka check pings it.
+	defer stopHTTP()
+	obs.useSink(snk)
 	if inst != nil {
+		obs.starting("fencing a previous instance's Kafka transaction, which waits for Kafka to answer")
 		// A predecessor that died with this number may have left a
 		// transaction open, which holds read_committed consumers back
 		// until it times out: fence it now rather than at the first
@@ -127,16 +154,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		}
 		runOpts = append(runOpts, connector.WithRouter(tr))
 	}
-	if rc := cfg.DebeziumRouter(); rc != nil {
+	if rc != nil {
 		ropts := []debezium.RouterOption{debezium.WithLogger(log)}
 		if rc.Avro() {
-			observe, err := obs.watchRegistry()
-			if err != nil {
-				return err
-			}
 			// A registry that does not answer holds routing, which asks
 			// it again until it answers or the relay stops.
-			ropts = append(ropts, debezium.WithContext(ctx), debezium.WithRegistryState(observe))
+			ropts = append(ropts, debezium.WithContext(ctx), debezium.WithRegistryState(observeRegistry))
 		}
 		rt, err := debezium.NewRouter(*rc, ropts...)
 		if err != nil {
@@ -145,6 +168,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		// A table the configured records cannot be made from stops the
 		// relay now; one that cannot be read yet is read again with the
 		// first event.
+		obs.starting("reading the outbox table's column types for the Debezium router")
 		if err := rt.Check(ctx); connector.IsPermanent(err) {
 			return err
 		} else if err != nil {
@@ -163,15 +187,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
 		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
-	stopHTTP := func() {}
-	if backfill == nil {
-		// A backfill serves no endpoints: it runs beside the relay's
-		// pod or container, whose port it would take.
-		if stopHTTP, err = obs.serve(ctx, snk); err != nil {
-			return err
-		}
-	}
-	defer stopHTTP()
+	obs.starting("")
 	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
 		var lost *cdc.SlotLostError
 		if errors.As(err, &lost) && ctx.Err() == nil {

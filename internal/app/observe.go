@@ -35,7 +35,29 @@ type observer struct {
 	halted atomic.Pointer[error]
 	// registry follows the Schema Registry of format avro; nil without.
 	registry *metrics.SchemaRegistry
+	// step is the start-up step the relay waits on, which readiness
+	// names; nil once the relay runs. The endpoint is served before
+	// these steps, which can wait for PostgreSQL or Kafka without limit,
+	// so that liveness passes meanwhile (a restart would not bring them
+	// back) and readiness says what is awaited.
+	step atomic.Pointer[string]
+	// sink is the relay's sink, whose client the Kafka check pings; nil
+	// until it is made (with exactly_once, after the instance number).
+	sink atomic.Pointer[sink.Sink]
 }
+
+// starting records the start-up step the relay now waits on; "" when it
+// has started.
+func (o *observer) starting(step string) {
+	if step == "" {
+		o.step.Store(nil)
+		return
+	}
+	o.step.Store(&step)
+}
+
+// useSink gives the Kafka readiness check the sink's client to ping.
+func (o *observer) useSink(snk *sink.Sink) { o.sink.Store(snk) }
 
 // watchRegistry registers the Schema Registry's metrics and readiness
 // check, and returns what the router reports each request's outcome to.
@@ -74,8 +96,9 @@ func (o *observer) sinkOptions() []sink.Option {
 
 // serve starts the HTTP endpoint. The endpoint outlives ctx, so that the
 // drain after a stop signal can be watched; stop ends it and waits, and
-// may be called more than once.
-func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err error) {
+// may be called more than once. Call it before the start-up steps (see
+// starting), and watchRegistry before it.
+func (o *observer) serve(ctx context.Context) (stop func(), err error) {
 	slot := ""
 	if o.cfg.Source == "cdc" {
 		cc := o.cfg.CDCConfig()
@@ -99,10 +122,17 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 			if ctx.Err() != nil {
 				return errors.New("stopping: draining the events in flight")
 			}
+			if step := o.step.Load(); step != nil {
+				return fmt.Errorf("starting: %s", *step)
+			}
 			return nil
 		}},
 		{Name: "postgres", Func: pg.Check},
 		httpserver.Cached(httpserver.Check{Name: "kafka", Func: func(ctx context.Context) error {
+			snk := o.sink.Load()
+			if snk == nil {
+				return errors.New("no Kafka client yet: it is made once the relay has its poller instance number")
+			}
 			if err := snk.Client().Ping(ctx); err != nil {
 				return fmt.Errorf("no broker of %v answers: %w", o.cfg.Kafka.Brokers, err)
 			}
@@ -136,6 +166,10 @@ func (o *observer) serve(ctx context.Context, snk *sink.Sink) (stop func(), err 
 	noted := make(chan struct{})
 	unwatch := context.AfterFunc(ctx, func() {
 		defer close(noted)
+		if step := o.step.Load(); step != nil {
+			o.log.Info("stop requested while starting", "component", "app", "step", *step)
+			return
+		}
 		o.log.Info("stop requested: finishing the events in flight, then confirming the checkpoint",
 			"component", "app", "in_flight", o.m.Progress().InFlight, "shutdown_timeout", rc.ShutdownTimeout)
 	})
