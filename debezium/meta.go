@@ -2,13 +2,13 @@ package debezium
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // tableMeta is the outbox table's catalog entry: what Debezium's
@@ -28,14 +28,27 @@ func (t *tableMeta) column(name string) *column {
 }
 
 // loadTable reads the outbox table's columns: type, NOT NULL and default.
-// A missing table is permanent; a failed connection is not.
-func loadTable(ctx context.Context, url, schema, table string) (*tableMeta, error) {
-	conn, err := pgx.Connect(ctx, url)
+// A missing table is permanent; a failed connection is not. network bounds
+// the connection and the query, so that a PostgreSQL that does not answer
+// fails the read instead of holding it.
+func loadTable(ctx context.Context, url string, network pgsql.Network, schema, table string) (*tableMeta, error) {
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: connect: %w", redactConnErr(err))
+		return nil, fmt.Errorf("read the outbox table's column types: postgres.url: %w", pgsql.Redact(err))
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `
+	network.Apply(&cfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, pgsql.Redact(err))
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
+	qctx, cancel := network.Query(ctx)
+	defer cancel()
+	rows, err := conn.Query(qctx, `
 		SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), '')
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
@@ -62,14 +75,4 @@ func loadTable(ctx context.Context, url, schema, table string) (*tableMeta, erro
 		return nil, connector.Permanent(fmt.Errorf("outbox table %s.%s does not exist, or the role cannot see it", schema, table))
 	}
 	return t, nil
-}
-
-// redactConnErr drops the connection string, password and all, from
-// pgconn's parse errors, which quote it.
-func redactConnErr(err error) error {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
-	}
-	return err
 }

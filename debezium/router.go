@@ -30,6 +30,11 @@ type RouterConfig struct {
 	// Columns names the outbox columns (table.field.event.id, .key,
 	// .payload, route.by.field). Default Debezium's names.
 	Columns connector.ColumnMap
+	// Network bounds the connection that reads the outbox tables'
+	// catalogs, as the sources' (postgres.connect_timeout, keepalive,
+	// tcp_user_timeout, query_timeout): a PostgreSQL that does not answer
+	// fails the read within them. Zero fields take pgsql's defaults.
+	Network pgsql.Network
 
 	// TopicPrefix and Topic are outboxrelay's own topic routing
 	// (routing.topic_prefix, routing.topic), used when TopicRegex and
@@ -144,6 +149,7 @@ func ParseAdditionalField(s string) (AdditionalField, error) {
 
 func (c *RouterConfig) setDefaults() {
 	c.Columns = c.Columns.WithDefaults()
+	c.Network.SetDefaults()
 	if c.Table == "" {
 		c.Table = "public.outbox"
 	}
@@ -203,6 +209,9 @@ func (c *RouterConfig) compile() (*compiled, error) {
 		out.tables = append(out.tables, schema+"."+table)
 	}
 	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Network.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.TopicRegex != "" || c.TopicReplacement != "" {
@@ -374,7 +383,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		log: slog.New(slog.DiscardHandler), base: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}, metas: map[string]*loadedTable{}}
 	r.load = func(ctx context.Context, table string) (*tableMeta, error) {
 		schema, name, _ := strings.Cut(table, ".")
-		return loadTable(ctx, cfg.PostgresURL, schema, name)
+		return loadTable(ctx, cfg.PostgresURL, cfg.Network, schema, name)
 	}
 	if cfg.Avro() {
 		if r.avro, err = newAvroSerde(cfg.Registry); err != nil {

@@ -46,7 +46,7 @@ type Postgres struct {
 	Keepalive      time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection." default:"10s"`
 	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data may stay unacknowledged before the kernel ends the connection." default:"30s"`
 	ConnectTimeout time.Duration `yaml:"connect_timeout" doc:"Bound on opening a PostgreSQL connection, authentication included, unless postgres.url sets connect_timeout." default:"10s"`
-	QueryTimeout   time.Duration `yaml:"query_timeout" doc:"Bound on PostgreSQL round trips other than the replication stream (the poller's claims, marks and retention, the CDC setup and slot queries); a connection that does not answer in time is closed and replaced. The poller's claiming session also gets idle_in_transaction_session_timeout of four times it." default:"30s"`
+	QueryTimeout   time.Duration `yaml:"query_timeout" doc:"Bound on PostgreSQL round trips other than the replication stream (the poller's claims, marks and retention, the CDC setup and slot queries, the Debezium router's column types); a connection that does not answer in time is closed and replaced. The poller's claiming session also gets idle_in_transaction_session_timeout of four times it." default:"30s"`
 }
 
 // Network is the bounds on silent connections every PostgreSQL user of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/debezium"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // DebeziumRouting holds the routing keys that reproduce Debezium's Outbox
@@ -50,6 +51,7 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 	}
 	return &debezium.RouterConfig{
 		PostgresURL:              c.Postgres.URL,
+		Network:                  c.Postgres.Network(),
 		Table:                    c.Outbox.Table,
 		Tables:                   c.Outbox.tableNames(),
 		Columns:                  c.Outbox.Columns,
@@ -88,6 +90,9 @@ func (c *Config) validateDebezium() error {
 	if c.SchemaRegistry.set() && !rc.Avro() {
 		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
 	}
+	// postgres.* are checked with the source, which uses them too: say
+	// each problem once, not again under routing.
+	rc.Network = pgsql.Network{}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("routing: %w", err)
 	}

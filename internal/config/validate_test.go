@@ -48,6 +48,13 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 			},
 		},
 		{
+			// The router's connection has the same bounds as the
+			// source's: a bad one is the source's problem, said once.
+			name: "postgres network bounds with Debezium routing",
+			file: "postgres:\n  url: postgres://u@h/db\n  keepalive: -1s\nkafka:\n  brokers: [k:9092]\nrouting:\n  value_format: json\n",
+			want: []string{"postgres.keepalive: -1s is negative"},
+		},
+		{
 			name: "unknown key, bad environment variable and a bad section",
 			file: "source: cdcx\nkafka_brokers: [k:9092]\npostgres:\n  url: postgres://u@h/db\n",
 			env:  []string{"OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES=lots", "OUTBOXRELAY_LOG_LEVEL=loud"},

@@ -32,7 +32,8 @@ type Network struct {
 	ConnectTimeout time.Duration
 	// QueryTimeout bounds round trips that are not the replication
 	// stream: the poller's claims, marks and retention, the CDC source's
-	// setup and slot queries. (The metrics probe and the heartbeat have
+	// setup and slot queries, the Debezium router's read of the outbox
+	// table's column types. (The metrics probe and the heartbeat have
 	// bounds of their own.) Default 30s.
 	QueryTimeout time.Duration
 }
