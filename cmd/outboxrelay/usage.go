@@ -27,7 +27,8 @@ Commands:
   version                          print the version, the commit it was built from and the Go version
 
 Every configuration key can also be set in the environment, e.g.
-OUTBOXRELAY_POSTGRES_URL and OUTBOXRELAY_KAFKA_BROKERS (comma-separated).
+OUTBOXRELAY_POSTGRES_URL and OUTBOXRELAY_KAFKA_BROKERS (comma-separated); an
+OUTBOXRELAY_ variable that sets no key is an error.
 
 Exit status: 0 on success (and for -h), 1 when the work failed, 2 for an unknown
 command or flag.

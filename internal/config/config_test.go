@@ -1,8 +1,11 @@
 package config
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +97,81 @@ func TestUnknownKeyIsAnError(t *testing.T) {
 	_, err := Load(writeFile(t, issueExample+"kafka_brokers: [x:1]\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "kafka_brokers") {
 		t.Fatalf("err %v; want the unknown key named", err)
+	}
+}
+
+// TestUnknownVariableIsAnError refuses a misspelt OUTBOXRELAY_ variable as
+// the file refuses a misspelt key, naming it and the variable it is
+// nearest to, among the other problems; it used to be ignored, leaving
+// the key it meant at its default.
+func TestUnknownVariableIsAnError(t *testing.T) {
+	_, err := Load(writeFile(t, issueExample+"log:\n  level: loud\n"), []string{
+		"OUTBOXRELAY_SHUTDOWN_TIMOUT=5m",
+		"OUTBOXRELAY_KAFKA_DELIVERY_MODE=exactly_once",
+		"OUTBOXRELAY_FROBNICATE=1",
+	})
+	for _, want := range []string{
+		"OUTBOXRELAY_SHUTDOWN_TIMOUT: no configuration key has this variable; did you mean OUTBOXRELAY_SHUTDOWN_TIMEOUT?",
+		"OUTBOXRELAY_KAFKA_DELIVERY_MODE: no configuration key has this variable; did you mean OUTBOXRELAY_KAFKA_DELIVERY?",
+		"OUTBOXRELAY_FROBNICATE: no configuration key has this variable (",
+		`log.level: "loud"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v; want it to say %q", err, want)
+		}
+	}
+
+	// The variables that set no key, read by other parts of the relay and
+	// by its tests, are not mistakes.
+	if _, err := Load(writeFile(t, "postgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [kafka:9092]\n"), []string{
+		"OUTBOXRELAY_INIT_ADMIN_URL=postgres://postgres@db/app",
+		"OUTBOXRELAY_PG_BIN=/usr/lib/postgresql/17/bin",
+		"OUTBOXRELAY_TEST_POSTGRES_URL=postgres://t@localhost/t",
+		"OUTBOXRELAY_TEST_DOCKER=0",
+		"OUTBOXRELAY_OUTBOX_TABLES=sales.outbox, billing.outbox",
+	}); err != nil {
+		t.Errorf("variables that set no key, and outbox.tables: %v", err)
+	}
+}
+
+// TestRepositoryVariablesAreKnown finds every OUTBOXRELAY_ variable the
+// repository's code, docs, manifests and scripts name, so that one added
+// outside the configuration (for a command or a test) is added to otherEnv
+// too, rather than refused when a user sets it.
+func TestRepositoryVariablesAreKnown(t *testing.T) {
+	known := map[string]bool{}
+	var c Config
+	walk(reflect.ValueOf(&c).Elem(), "", func(key string, _ reflect.StructField, _ reflect.Value) {
+		known[EnvName(key)] = true
+	})
+	name := regexp.MustCompile(`OUTBOXRELAY_[A-Z][A-Z0-9_]*`)
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		// This package's tests misspell variables on purpose.
+		if filepath.Dir(path) == filepath.Join("..", "..", "internal", "config") && strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, v := range name.FindAllString(string(b), -1) {
+			if !known[v] && !otherEnv[v] && !strings.HasPrefix(v, testEnvPrefix) {
+				t.Errorf("%s names %s, which sets no key and is not in otherEnv (env.go): the relay would refuse it", path, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +14,10 @@ import (
 
 // applyEnv sets every key that has an environment variable: the key's path
 // in upper case, joined by underscores, after EnvPrefix; kafka.brokers is
-// OUTBOXRELAY_KAFKA_BROKERS. Lists are comma-separated.
+// OUTBOXRELAY_KAFKA_BROKERS. Lists are comma-separated. Any other
+// OUTBOXRELAY_ variable, but those of [otherEnv], is an error, as an
+// unknown key in the file is: a misspelt one would otherwise leave its key
+// at the file's value or the default without a word.
 func applyEnv(c *Config, environ []string) error {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -21,17 +26,78 @@ func applyEnv(c *Config, environ []string) error {
 		}
 	}
 	var errs []error
+	var known []string
 	walk(reflect.ValueOf(c).Elem(), "", func(key string, f reflect.StructField, v reflect.Value) {
 		name := EnvName(key)
+		known = append(known, name)
 		s, ok := env[name]
 		if !ok {
 			return
 		}
+		delete(env, name)
 		if err := setString(v, s); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	})
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if otherEnv[name] || strings.HasPrefix(name, testEnvPrefix) {
+			continue
+		}
+		msg := "no configuration key has this variable"
+		if near := closest(name, known); near != "" {
+			msg += "; did you mean " + near + "?"
+		}
+		errs = append(errs, fmt.Errorf("%s: %s (`outboxrelay config-reference` lists every key's)", name, msg))
+	}
 	return errors.Join(errs...)
+}
+
+// otherEnv are the OUTBOXRELAY_ variables that set no configuration key,
+// which applyEnv leaves to the code that reads them.
+var otherEnv = map[string]bool{
+	// `outboxrelay init --apply`'s admin connection (cmd/outboxrelay).
+	"OUTBOXRELAY_INIT_ADMIN_URL": true,
+	// Where the tests and the benchmark find initdb (internal/localpg).
+	"OUTBOXRELAY_PG_BIN": true,
+}
+
+// testEnvPrefix starts the variables the tests read (internal/testenv,
+// integration), which may be set while they run the relay.
+const testEnvPrefix = EnvPrefix + "_TEST_"
+
+// closest is the name among known nearest to name, if one is near enough
+// to be a misspelling of it: what follows the prefix at most a third of
+// its letters apart.
+func closest(name string, known []string) string {
+	p := len(EnvPrefix + "_")
+	best, bestDist := "", (len(name)-p)/3+1
+	for _, k := range known {
+		if d := editDistance(name[p:], k[p:]); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // EnvName is the environment variable for a dotted key.
