@@ -75,7 +75,8 @@ var configDumpUsage = commandUsage{
 
 Prints the effective configuration (the file, the environment over it, the
 defaults) as YAML, with secrets hidden; a configuration with problems is
-refused, every problem listed.
+refused, every problem listed. The Debezium routing keys and schema_registry
+are shown as set, without their defaults (docs/configuration.md has them).
 `,
 	docs: "docs/operations.md; docs/configuration.md (every key)",
 }

@@ -235,6 +235,56 @@ func TestDumpIsTheEffectiveConfig(t *testing.T) {
 	}
 }
 
+// TestDumpShowsTheDefaults shows the defaults of every section, as
+// config-dump's help promises, not only those of cdc and kafka: a minimal
+// configuration used to dump shutdown.timeout and the postgres timeouts as
+// 0s and routing.topic_prefix as "", none of which the relay runs with.
+// Loaded back, a dump is the same configuration, so no filled-in default
+// is one the validation refuses.
+func TestDumpShowsTheDefaults(t *testing.T) {
+	const base = "postgres:\n  url: postgres://relay@db:5432/app\nkafka:\n  brokers: [k:9092]\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"minimal", base, []string{
+			"shutdown:\n    timeout: 30s\n",
+			"topic_prefix: outbox.event.\n",
+			"connect_timeout: 10s\n", "query_timeout: 30s\n", "keepalive: 10s\n", "tcp_user_timeout: 30s\n",
+			"checkpoint_topic: outboxrelay.checkpoints\n", "transaction_interval: 100ms\n",
+			"receive_timeout: 30s\n", "on_slot_loss: fail\n", "snapshot: never\n",
+			"interval: 500ms\n", "batch_size: 1000\n", "mode: mark\n", "dead_letter_table: outbox_dead_letter\n", "buckets: 64\n",
+		}},
+		{"poll deleting", base + "source: poll\npoll:\n  mode: delete\n", []string{"mode: delete\n", "retention: 0s\n", "claims: 2\n"}},
+		{"exactly once", base + "  delivery: exactly_once\n", []string{"transactional_id: outboxrelay-app-outboxrelay\n"}},
+		{"several tables", base + "outbox:\n  tables: [a.outbox, b.outbox]\n", []string{"dead_letter_table: \"\"\n"}},
+		{"set values kept", base + "shutdown:\n  timeout: 2m\nrouting:\n  topic_prefix: events.\n", []string{"timeout: 2m0s\n", "topic_prefix: events.\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, tc.yaml), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dump, err := c.Dump()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(dump), want) {
+					t.Errorf("dump lacks %q:\n%s", want, dump)
+				}
+			}
+			back, err := Load(writeFile(t, string(dump)), nil)
+			if err != nil {
+				t.Fatalf("the dump does not load back: %v", err)
+			}
+			if again, _ := back.Dump(); string(again) != string(dump) {
+				t.Errorf("the dump loaded back dumps differently:\n%s\nfirst:\n%s", again, dump)
+			}
+		})
+	}
+}
+
 func TestScrubSecrets(t *testing.T) {
 	const secret = "Tr0ub4dor&3"
 	for _, format := range []string{"json", "text"} {
