@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -78,12 +77,8 @@ type probeResult struct {
 func NewPostgresProbe(url, slot string, opts ...ProbeOption) (*PostgresProbe, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		var pe *pgconn.ParseConfigError
-		if errors.As(err, &pe) {
-			// Its message quotes the connection string, password and all.
-			err = pe.Unwrap()
-		}
-		return nil, fmt.Errorf("postgres.url: %w", err)
+		// Its message quotes the connection string, password and all.
+		return nil, fmt.Errorf("postgres.url: %w", pgsql.Redact(err))
 	}
 	cfg.MaxConns = 1
 	// The probe's query is the test of the connection; the pool's own

@@ -64,7 +64,24 @@ func Classify(what string, err error, hints map[string]string) error {
 func Redact(err error) error {
 	var pe *pgconn.ParseConfigError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot parse the connection string: %v", pe.Unwrap())
+		return fmt.Errorf("cannot parse the connection string: %s", parseProblem(pe))
 	}
 	return err
+}
+
+// parseProblem is what pgconn found wrong with a connection string: its
+// message less the quoted string. The message is not exported on its own,
+// and the cause (Unwrap) is nil for some problems, such as an invalid
+// port, so the cause alone said "<nil>". Error is "cannot parse `<string>`:
+// <message>[ (<cause>)]", and the message follows the last "`: ", which the
+// string itself may hold but pgconn's messages do not.
+func parseProblem(pe *pgconn.ParseConfigError) string {
+	s := pe.Error()
+	if i := strings.LastIndex(s, "`: "); i >= 0 {
+		return s[i+len("`: "):]
+	}
+	if cause := pe.Unwrap(); cause != nil {
+		return cause.Error()
+	}
+	return "not a valid URL or key=value string"
 }
