@@ -2,14 +2,13 @@ package debezium
 
 import (
 	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // The router's own connection, which reads the outbox table's column
@@ -18,34 +17,10 @@ import (
 // backend, or overloaded) fails the read within it, and the relay goes on
 // to read the types with the first event, instead of waiting 30 seconds.
 func TestCheckKeepsConnectTimeoutWhenPostgresDoesNotAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
+	addr := testenv.SilentServer(t)
 
 	r, err := NewRouter(RouterConfig{
-		PostgresURL: "postgres://relay@" + ln.Addr().String() + "/app?sslmode=disable",
+		PostgresURL: "postgres://relay@" + addr + "/app?sslmode=disable",
 		Network:     pgsql.Network{ConnectTimeout: time.Second},
 		ValueFormat: FormatJSON,
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // A PostgreSQL that does not answer at start (behind a load balancer with
@@ -41,7 +41,7 @@ func TestRunServesProbesWhileStartupWaitsForPostgres(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y := fmt.Sprintf("postgres:\n  url: postgres://relay@%s/app\n  connect_timeout: 1s\nhttp:\n  listen: 127.0.0.1:0\n%s", silentPostgres(t), tc.config)
+			y := fmt.Sprintf("postgres:\n  url: postgres://relay@%s/app\n  connect_timeout: 1s\nhttp:\n  listen: 127.0.0.1:0\n%s", testenv.SilentServer(t), tc.config)
 			p := filepath.Join(t.TempDir(), "outboxrelay.yaml")
 			if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 				t.Fatal(err)
@@ -97,38 +97,6 @@ func TestRunServesProbesWhileStartupWaitsForPostgres(t *testing.T) {
 
 // servingAddr finds the endpoint's address in the text log.
 var servingAddr = regexp.MustCompile(`msg="serving /metrics, /healthz and /readyz".* addr=(\S+)`)
-
-// silentPostgres listens on a local port, accepts connections and never
-// answers, and returns its address.
-func silentPostgres(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // get returns the status and body of a GET of url.
 func get(t *testing.T, url string) (int, string) {
