@@ -14,8 +14,7 @@ type tracker struct {
 	// failures gets the first error of any message, as soon as it is
 	// known, so the runner can stop publishing.
 	failures chan error
-	reported bool
-	// first is that first error, once reported.
+	// first is that first error, once reported there.
 	first    error
 	inflight int
 }
@@ -75,8 +74,8 @@ func (t *tracker) settle(p *pending, err error) {
 	if err != nil && p.err == nil {
 		p.err = err
 	}
-	if err != nil && !t.reported {
-		t.reported, t.first = true, err
+	if err != nil && t.first == nil {
+		t.first = err
 		t.failures <- err
 	}
 	for len(t.queue) > 0 && t.queue[0].remaining == 0 {
