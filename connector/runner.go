@@ -95,11 +95,7 @@ type Runner struct {
 	// they were handed to the sink, so that when the source delivers them
 	// again after the restart they are published alone, to learn whether
 	// the failure was theirs, and go to the dead letter topic if it was.
-	poisoned map[string]error
-	// condemned are events that failed alone in a Kafka transaction, which
-	// only an abort can end then: the next run sends them straight to the
-	// dead letter topic.
-	condemned map[string]*EventError
+	poisoned map[string]poison
 
 	// msg is the message being published, one for every event: a Message
 	// per event escaped to the heap (Publish takes a pointer), and Publish
@@ -108,6 +104,15 @@ type Runner struct {
 
 	// txn is the sink when it publishes in transactions, else nil.
 	txn Transactional
+}
+
+// poison is what the runner knows of an event in its poisoned set.
+type poison struct {
+	err *EventError
+	// alone: it failed published on its own in a Kafka transaction, which
+	// only an abort can end then, so the dead letter record could not
+	// join it: the next run sends it straight to the dead letter topic.
+	alone bool
 }
 
 // maxPoisoned bounds the poisoned set; past it, an event is only detected
@@ -120,7 +125,7 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]error{}, condemned: map[string]*EventError{}}
+	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]poison{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -147,7 +152,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		var ee *EventError
 		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned {
-			r.poisoned[ee.EventID] = ee
+			ps := r.poisoned[ee.EventID] // keeps alone, set as the run failed
+			ps.err = ee
+			r.poisoned[ee.EventID] = ps
 		} else if IsPermanent(err) {
 			return err
 		}
@@ -313,23 +320,22 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 			m.Stages = e.Stages
 		}
 		if err == nil {
-			if ee, bad := r.condemned[e.ID]; bad {
-				delete(r.condemned, e.ID)
+			if ps, suspect := r.poisoned[e.ID]; suspect {
 				delete(r.poisoned, e.ID)
-				err = ee
-			} else if _, suspect := r.poisoned[e.ID]; suspect {
-				delete(r.poisoned, e.ID)
-				if r.txn != nil {
+				switch {
+				case ps.alone:
+					err = ps.err
+				case r.txn != nil:
 					if err = r.sendAloneInTxn(ctx, t, p, m); err != nil {
 						r.condemn(err)
 						t.published(p, err)
 						return err
 					}
 					continue
-				}
-				err = r.sendAlone(ctx, m)
-				if err == nil {
-					continue
+				default:
+					if err = r.sendAlone(ctx, m); err == nil {
+						continue
+					}
 				}
 			} else {
 				err = r.send(ctx, t, p, m)
@@ -412,14 +418,13 @@ func (r *Runner) sendAloneInTxn(ctx context.Context, t *tracker, p *pending, m *
 	}
 }
 
-// condemn remembers an event that failed alone in a Kafka transaction. A
-// refused produce leaves the transaction good only for an abort, so the
-// dead letter record cannot join it: this run fails, and the next sends
-// the event straight to the dead letter topic.
+// condemn remembers an event that failed alone in a Kafka transaction
+// (poison.alone): this run fails, and the next sends the event straight to
+// the dead letter topic.
 func (r *Runner) condemn(err error) {
 	var ee *EventError
-	if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.condemned) < maxPoisoned {
-		r.condemned[ee.EventID] = ee
+	if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned {
+		r.poisoned[ee.EventID] = poison{err: ee, alone: true}
 	}
 }
 
