@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // prepare checks the server and the table, and creates the publication and
@@ -421,7 +422,7 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error
 	var plugin, database, walStatus, wal string
 	var confirmed *string
 	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, ''),
-			coalesce((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text, '0/0')
+			coalesce(`+pgsql.WALEnd+`::text, '0/0')
 		FROM pg_replication_slots WHERE slot_name = $1`,
 		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus, &wal)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -166,18 +166,14 @@ func (p *PostgresProbe) queryOn(ctx context.Context, conn *pgx.Conn) probeResult
 		return probeResult{err: conn.QueryRow(ctx, "SELECT 1").Scan(&one)}
 	}
 	var r probeResult
-	// The lag runs to where the server inserts WAL, which a commit has
-	// reached when it returns: the written position trails it by up to
-	// wal_writer_delay under synchronous_commit off. On a standby
-	// (PostgreSQL 16 decodes there too) there is no current WAL
-	// position; the replayed one stands in for it. A slot counts as
+	// The lag runs to where the server's WAL has reached (pgsql.WALEnd;
+	// PostgreSQL 16 decodes on a standby too). A slot counts as
 	// active only when a walsender streams from it: while it is being
 	// created, the creating session holds it too, and what commits then,
 	// before its consistent point, is not captured.
 	err := conn.QueryRow(ctx, `
 		SELECT active AND EXISTS (SELECT 1 FROM pg_stat_replication r WHERE r.pid = s.active_pid),
-		       pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
-		                       confirmed_flush_lsn)::float8,
+		       pg_wal_lsn_diff(`+pgsql.WALEnd+`, confirmed_flush_lsn)::float8,
 		       pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::float8
 		FROM pg_replication_slots s WHERE slot_name = $1`, p.slot).Scan(&r.active, &r.lag, &r.confirmed)
 	switch {

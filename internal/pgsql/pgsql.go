@@ -85,3 +85,9 @@ func parseProblem(pe *pgconn.ParseConfigError) string {
 	}
 	return "not a valid URL or key=value string"
 }
+
+// WALEnd is SQL for where the server's WAL has reached: the insert
+// position, which a commit has reached when it returns (the written one
+// trails it by up to wal_writer_delay under synchronous_commit off), or on
+// a standby, which has none, the replayed position.
+const WALEnd = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)"
