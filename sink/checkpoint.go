@@ -213,9 +213,10 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint store: kafka client: %w", err)
 	}
 	defer c.Close()
-	// The log's last offset always holds a record (Kafka never compacts
-	// the active segment, and the store writes no transactions), so
-	// reading until it arrives ends; ctx bounds a broker that never sends it.
+	// The last offset read to always holds a record, or a transaction's
+	// marker, which this consumer keeps (Kafka never compacts the active
+	// segment), so reading until it arrives ends; ctx bounds a broker that
+	// never sends it.
 	var last, foreign *kgo.Record
 	next := start.Offset
 	for next < end.Offset {
