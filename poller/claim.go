@@ -72,7 +72,8 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	}
 	// The transaction is the claim's connection's own: BEGIN goes out in
 	// one round trip with the statement that locks the buckets, and the
-	// mark with COMMIT, so that a claim costs three round trips.
+	// mark with COMMIT, so that a claim that finds rows costs three round
+	// trips (docs/poller.md).
 	finished := false
 	defer func() {
 		if !finished {
