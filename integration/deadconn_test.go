@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -202,32 +203,44 @@ func TestDeadConnCDCIdle(t *testing.T) {
 
 // TestDeadConnPollTwoInstances drops every open connection of two polling
 // relays mid-stream: a claim or mark on a dead connection fails within
-// postgres.query_timeout, each relay says so at WARN and claims again on a
-// fresh connection; the server ends the dead sessions' transactions after
-// idle_in_transaction_session_timeout, which frees their rows; every event
-// arrives, each aggregate in order. (The silent listening connections go
-// with the restart; a listener that dies alone is found out by its own
-// check, which this proxy cannot single out.)
+// postgres.query_timeout, each relay says so at WARN, ends the dead
+// sessions on the server from a fresh connection, which frees their rows
+// and buckets at once, and claims again; every event arrives, each
+// aggregate in order. The server here would keep a dead claim's
+// transaction for ten minutes (idle_in_transaction_session_timeout set in
+// the URL), so the events arriving within seconds shows the relay ended
+// them. (The silent listening connections go with the restart; a listener
+// that dies alone is found out by its own check, TestDeadConnPollListenerAlone.)
 func TestDeadConnPollTwoInstances(t *testing.T) {
 	e := newDeadConnEnv(t)
 	execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
-	relays := []*appRelay{e.start(t, "poll", nil), e.start(t, "poll", nil)}
+	slowServer := map[string]string{"postgres.url": withParam(t, e.viaProxy, "idle_in_transaction_session_timeout", "600000")}
+	relays := []*appRelay{e.start(t, "poll", slowServer), e.start(t, "poll", slowServer)}
 	ctx := context.Background()
 	c := newCollector(t, e.brokers, "outbox.event.order")
 	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
 
 	c.readAtLeast(ctx, t, 1500, time.Minute)
 	dropped := e.proxy.drop()
+	droppedAt := time.Now()
 	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
 	<-written
 	rows := readRows(ctx, t, e.pool, "outbox")
-	c.waitFor(t, rows, 2*time.Minute)
-	warnings := 0
+	// postgres.query_timeout (2s) to notice, then seconds to end the
+	// sessions and claim again; generous for a loaded machine, and far
+	// below the server's ten minutes.
+	c.waitFor(t, rows, 45*time.Second)
+	t.Logf("every event in Kafka %s after the drop", time.Since(droppedAt).Round(100*time.Millisecond))
+	warnings, ended := 0, 0
 	for _, a := range relays {
 		warnings += len(warned(t, a, "the claiming connection is dead"))
+		ended += len(warned(t, a, "ended the claiming sessions whose connections went silent"))
 	}
 	if warnings == 0 {
 		t.Errorf("neither relay warned that its claiming connection is dead")
+	}
+	if ended == 0 {
+		t.Errorf("neither relay said it ended its dead claiming sessions")
 	}
 	for i, a := range relays {
 		if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
@@ -241,6 +254,19 @@ func TestDeadConnPollTwoInstances(t *testing.T) {
 	if left := countRows(t, e.pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
 		t.Errorf("%d rows left unpublished", left)
 	}
+}
+
+// withParam returns the connection URL u with one more query parameter.
+func withParam(t *testing.T, u, key, value string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := parsed.Query()
+	q.Set(key, value)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
 }
 
 // TestDeadConnFreeze holds all traffic to PostgreSQL for 20 seconds while
@@ -530,8 +556,9 @@ func TestDeadConnSlotHeldOldestAgeGrows(t *testing.T) {
 // TestDeadConnPollListenerAlone silences only the poller's listening
 // connection (the last it opens, after the claiming ones). Nothing fails
 // on it, and no notification comes: after a quiet query timeout the poller
-// checks it with a round trip, warns that it lost it, and listens on a new
-// one, while the claims go on polling; every event arrives.
+// checks it with a round trip, warns that it lost it, ends its session on
+// the server, and listens on a new one, while the claims go on polling;
+// every event arrives.
 func TestDeadConnPollListenerAlone(t *testing.T) {
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
@@ -566,6 +593,16 @@ func TestDeadConnPollListenerAlone(t *testing.T) {
 	for !strings.Contains(logs.String(), "lost the listening connection") {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 30s the poller has not noticed its silent listening connection:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Its session, which holds the instance's member lock, would live on
+	// the server for good: the poller ends it, so that other instances do
+	// not count this one twice.
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "ended the listening sessions whose connections went silent") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s the poller has not ended its silent listening session:\n%s", logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

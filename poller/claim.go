@@ -17,6 +17,8 @@ import (
 type claimer struct {
 	src  *Source
 	conn *pgx.Conn
+	// sess is conn's session on the server, to end it if conn dies.
+	sess session
 	meta *tableMeta
 	out  chan<- connector.Batch
 	// wake is shared by the instance's claim loops: a notification, or a

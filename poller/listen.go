@@ -17,6 +17,10 @@ type listener struct {
 	src  *Source
 	wake chan<- struct{}
 	conn *pgconn.PgConn
+	// sess is conn's session on the server, to end it if conn dies: it
+	// holds the member lock, and other instances would count this one
+	// twice while it lives.
+	sess session
 }
 
 func (s *Source) openListener(ctx context.Context, wake chan<- struct{}) (*listener, error) {
@@ -59,7 +63,8 @@ func (l *listener) connect(ctx context.Context) error {
 		WHERE locktype = 'advisory' AND objsubid = 2
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		  AND classid = %[1]d::oid AND objid <> %[2]d::oid;
-		LISTEN %[3]s`, s.memberKey, s.cfg.Buckets, s.n.channel)
+		LISTEN %[3]s;
+		%[4]s`, s.memberKey, s.cfg.Buckets, s.n.channel, sessionStartSQL)
 	qctx, cancel := s.cfg.Network.Query(ctx)
 	results, err := conn.Exec(qctx, check).ReadAll()
 	cancel()
@@ -72,7 +77,7 @@ func (l *listener) connect(ctx context.Context) error {
 		return connector.Permanent(fmt.Errorf("another outboxrelay polls %s with poll.buckets %s, and this one has %d: every instance must use the same poll.buckets, or they could publish an aggregate's events out of order; stop the others before changing it",
 			s.cfg.Table, others, s.cfg.Buckets))
 	}
-	l.conn = conn
+	l.conn, l.sess = conn, sessionFrom(conn.PID(), results[3])
 	return nil
 }
 
@@ -132,6 +137,9 @@ func (l *listener) run(ctx context.Context, fatal chan<- error) {
 			s.log.Warn("lost the listening connection; polling until it is back", "err", err)
 			l.conn.Close(context.WithoutCancel(ctx))
 			l.conn = nil
+			if pgconn.Timeout(err) {
+				s.endSessions(ctx, "listening", []session{l.sess})
+			}
 		}
 	}
 }

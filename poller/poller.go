@@ -143,14 +143,14 @@ func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
 	// waiting wakes another.
 	wake := make(chan struct{}, 1)
 	// The claim loops after the first get connections of their own.
-	claimers := []*claimer{{src: s, conn: conn, meta: meta, out: out, wake: wake}}
+	claimers := []*claimer{{src: s, conn: conn, sess: s.identify(ctx, conn.PgConn()), meta: meta, out: out, wake: wake}}
 	for range s.cfg.Claims - 1 {
 		c, err := s.connect(ctx, true)
 		if err != nil {
 			return err
 		}
 		defer closeConn(ctx, c)
-		claimers = append(claimers, &claimer{src: s, conn: c, meta: meta, out: out, wake: wake})
+		claimers = append(claimers, &claimer{src: s, conn: c, sess: s.identify(ctx, c.PgConn()), meta: meta, out: out, wake: wake})
 	}
 
 	lis, err := s.openListener(ctx, wake)
@@ -185,7 +185,19 @@ func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
 			return err
 		})
 	}
-	return g.Wait()
+	err = g.Wait()
+	if ctx.Err() == nil && pgconn.Timeout(err) {
+		// A claiming connection went silent, and so, most likely, did its
+		// siblings, which were cut short in the middle of their claims:
+		// every one of their sessions may still hold rows and buckets.
+		// Those closed cleanly are gone already.
+		sessions := make([]session, len(claimers))
+		for i, c := range claimers {
+			sessions[i] = c.sess
+		}
+		s.endSessions(ctx, "claiming", sessions)
+	}
+	return err
 }
 
 // loop claims batch after batch while rows wait, and otherwise sleeps
@@ -202,8 +214,8 @@ func (s *Source) loop(ctx context.Context, c *claimer, fatal <-chan error) error
 		res, err := c.claim(ctx)
 		if err != nil {
 			if ctx.Err() == nil && pgconn.Timeout(err) {
-				s.log.Warn("the claiming connection is dead: PostgreSQL did not answer within postgres.query_timeout; closing it and reconnecting (the claim's rows go back when the server ends the old session)",
-					"table", s.cfg.Table, "query_timeout", s.cfg.Network.QueryTimeout.String(), "idle_in_transaction_session_timeout", idleInTxTimeout(s.cfg.Network).String(), "err", err)
+				s.log.Warn("the claiming connection is dead: PostgreSQL did not answer within postgres.query_timeout; ending its session from a fresh connection, so that the claim's rows go back at once, and reconnecting",
+					"table", s.cfg.Table, "query_timeout", s.cfg.Network.QueryTimeout.String(), "err", err)
 			}
 			return err
 		}
