@@ -300,6 +300,13 @@ func markVerb(mode string) string {
 // A row that has failed before goes alone, in a batch of its own, so that
 // its next failure rolls back nobody else: the batch ends before it, or is
 // only it when it comes first.
+//
+// The batch also ends before the row that would take its values past
+// poll.max_batch_bytes (unless it is the first). The claim query stops
+// there already by the sizes PostgreSQL reports; this holds the bound
+// where those are not what arrives (a compressed jsonb value is smaller
+// stored than read as text). Rows after an end are locked until the
+// commit and published by a later claim.
 func (c *claimer) read(ctx context.Context, held []int32, expect int) ([]connector.Event, []string, error) {
 	s, meta := c.src, c.meta
 	var arr strings.Builder
@@ -312,8 +319,8 @@ func (c *claimer) read(ctx context.Context, held []int32, expect int) ([]connect
 	}
 	arr.WriteByte('}')
 	rr := c.conn.PgConn().ExecParams(ctx, meta.claimSQL,
-		[][]byte{[]byte(arr.String()), []byte(strconv.Itoa(s.cfg.BatchSize))},
-		[]uint32{int4ArrayOID, int4OID}, nil, meta.formats)
+		[][]byte{[]byte(arr.String()), []byte(strconv.Itoa(s.cfg.BatchSize)), []byte(strconv.Itoa(s.cfg.MaxBatchBytes))},
+		[]uint32{int4ArrayOID, int4OID, int8OID}, nil, meta.formats)
 	origin := "table " + s.cfg.Table
 	stages := connector.Stages{Received: time.Now()}
 	nc := len(meta.cols)
@@ -322,22 +329,24 @@ func (c *claimer) read(ctx context.Context, held []int32, expect int) ([]connect
 	// NewEvent copies the columns it reads, so one slice serves every row.
 	cols := make([]connector.Column, nc)
 	cut := false
+	kept := 0
 	for rr.NextRow() {
 		if cut {
 			continue // locked until the commit, published by a later claim
 		}
 		vals := rr.Values()
 		attempts, _ := strconv.Atoi(string(vals[nc+2]))
-		if attempts > 0 && len(events) > 0 {
-			cut = true
-			continue
-		}
-		// The row's values, copied out of pgx's read buffer into one
-		// allocation, which the event's payload and extra columns keep.
 		size := 0
 		for _, v := range vals[:nc] {
 			size += len(v)
 		}
+		if len(events) > 0 && (attempts > 0 || kept+size > s.cfg.MaxBatchBytes) {
+			cut = true
+			continue
+		}
+		kept += size
+		// The row's values, copied out of pgx's read buffer into one
+		// allocation, which the event's payload and extra columns keep.
 		buf := make([]byte, 0, size)
 		for i, mc := range meta.cols {
 			cols[i] = connector.Column{Name: mc.name, Type: mc.typ, Null: vals[i] == nil}

@@ -41,6 +41,15 @@ type Config struct {
 	MaxInterval time.Duration
 	// BatchSize is the most rows one claim takes. Default 1000.
 	BatchSize int
+	// MaxBatchBytes is the most bytes of column values one claim takes:
+	// it stops adding rows once the next would pass it, but always takes
+	// one, so a row larger than this still moves, alone. A claim's rows
+	// stay in memory until Kafka has them, so this, times Claims, bounds
+	// what the poller holds however large the rows are. Default 16 MiB:
+	// with the default Claims (2) that fills kafka.max_buffered_bytes
+	// (32 MiB) while one claim waits for Kafka, which is all the sink can
+	// take; more would only wait in memory.
+	MaxBatchBytes int
 	// Claims is how many claims one instance keeps going at once, each on
 	// a connection of its own: the next one reads while another waits for
 	// Kafka. They take different buckets, as instances do, so order holds
@@ -99,6 +108,9 @@ func (c *Config) SetDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
 	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
 	if c.Claims == 0 {
 		c.Claims = 2
 	}
@@ -122,6 +134,9 @@ func (c *Config) SetDefaults() {
 	}
 	c.Network.SetDefaults()
 }
+
+// DefaultMaxBatchBytes is MaxBatchBytes' default.
+const DefaultMaxBatchBytes = 16 << 20
 
 // MaxBuckets is the largest poll.buckets: every claim may take an advisory
 // lock per bucket, and the server's lock table is finite.
@@ -184,6 +199,9 @@ func (c *Config) ValidateTable() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100000 {
 		add("poll.batch_size: %d is not between 1 and 100000", c.BatchSize)
+	}
+	if c.MaxBatchBytes < 0 {
+		add("poll.max_batch_bytes: %d is negative; leave it unset for the default (%d), or give the most bytes one claim may hold", c.MaxBatchBytes, DefaultMaxBatchBytes)
 	}
 	if c.Retention < 0 {
 		add("poll.retention: %s is negative", c.Retention)

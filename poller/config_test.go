@@ -14,7 +14,7 @@ func TestConfigDefaults(t *testing.T) {
 	c.SetDefaults()
 	want := Config{
 		URL: "postgres://localhost/app", Table: "public.outbox", Columns: connector.ColumnMap{}.WithDefaults(),
-		Interval: 500 * time.Millisecond, MaxInterval: 5 * time.Second, BatchSize: 1000, Claims: 2, Mode: ModeMark,
+		Interval: 500 * time.Millisecond, MaxInterval: 5 * time.Second, BatchSize: 1000, MaxBatchBytes: 16 << 20, Claims: 2, Mode: ModeMark,
 		OrderColumn: "seq", PublishedColumn: "published_at", AttemptsColumn: "publish_attempts",
 		Retention: 24 * time.Hour, MaxAttempts: 3, DeadLetterTable: "outbox_dead_letter",
 		NotifyChannel: "outboxrelay", Buckets: 64,
@@ -58,6 +58,7 @@ func TestConfigValidate(t *testing.T) {
 		{"intervals", func(c *Config) { c.Interval, c.MaxInterval = -time.Second, -2*time.Second }, []string{"poll.interval: -1s must be positive", "poll.max_interval"}},
 		{"max below interval", func(c *Config) { c.Interval, c.MaxInterval = time.Second, time.Millisecond }, []string{"poll.max_interval: 1ms is shorter"}},
 		{"batch", func(c *Config) { c.BatchSize = -1 }, []string{"poll.batch_size: -1"}},
+		{"batch bytes", func(c *Config) { c.MaxBatchBytes = -1 }, []string{"poll.max_batch_bytes: -1 is negative"}},
 		{"retention", func(c *Config) { c.Retention = -time.Hour }, []string{"poll.retention: -1h0m0s is negative"}},
 		{"retention in delete mode", func(c *Config) { c.Mode = ModeDelete; c.Retention = time.Hour }, []string{"applies only to mode mark"}},
 		{"attempts", func(c *Config) { c.MaxAttempts = -1 }, []string{"poll.max_attempts: -1 must be at least 1"}},

@@ -16,6 +16,7 @@ const (
 	byteaOID       = 17
 	int4ArrayOID   = 1007
 	int4OID        = 23
+	int8OID        = 20
 	timestamptzOID = 1184
 )
 
@@ -24,6 +25,9 @@ type column struct {
 	name  string
 	typ   uint32
 	bytea bool // bytea or a domain over it: read as raw bytes
+	// text: text, varchar, char, bytea or a domain over one, whose size
+	// octet_length gives exactly without reading a TOASTed value.
+	text bool
 }
 
 // tableMeta is what the claim query needs to know of the table.
@@ -51,11 +55,13 @@ type tableMeta struct {
 func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error) {
 	n := &s.n
 	rows, err := conn.Query(ctx, `
-		SELECT a.attname, a.atttypid, (CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END) = 'bytea'::regtype
+		SELECT a.attname, a.atttypid, b.oid = 'bytea'::regtype,
+			b.oid IN ('bytea'::regtype, 'text'::regtype, 'varchar'::regtype, 'bpchar'::regtype)
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace ns ON ns.oid = c.relnamespace
 		JOIN pg_type t ON t.oid = a.atttypid
+		CROSS JOIN LATERAL (SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END AS oid) b
 		WHERE ns.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, n.schema, n.table)
 	if err != nil {
@@ -63,7 +69,7 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	}
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (column, error) {
 		var c column
-		err := r.Scan(&c.name, &c.typ, &c.bytea)
+		err := r.Scan(&c.name, &c.typ, &c.bytea, &c.text)
 		return c, err
 	})
 	if err != nil {
@@ -125,7 +131,7 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 			"table", s.cfg.Table, "interval", s.cfg.Interval, "max_interval", s.cfg.MaxInterval)
 	}
 
-	var sel []string
+	var sel, sizes []string
 	for _, c := range all {
 		if c.name == s.cfg.AttemptsColumn || (s.cfg.Mode == ModeMark && c.name == s.cfg.PublishedColumn) {
 			continue
@@ -135,6 +141,12 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 		}
 		meta.cols = append(meta.cols, c)
 		sel = append(sel, quote(c.name))
+		if c.text {
+			sizes = append(sizes, "coalesce(octet_length("+quote(c.name)+"), 0)")
+		} else {
+			// Its stored size, compressed or not: read doesn't trust it.
+			sizes = append(sizes, "coalesce(pg_column_size("+quote(c.name)+"), 0)")
+		}
 		if c.bytea {
 			meta.formats = append(meta.formats, 1) // binary: the raw bytes
 		} else {
@@ -145,8 +157,11 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	if meta.timeFromOrder {
 		at = "coalesce(" + n.order + ", now())"
 	}
-	sel = append(sel, "ctid::text", "(extract(epoch FROM "+at+") * 1000000)::int8", n.attempts)
-	meta.formats = append(meta.formats, 0, 0, 0)
+	sel = append(sel, "ctid::text AS outboxrelay_tid", "(extract(epoch FROM "+at+") * 1000000)::int8 AS outboxrelay_at", n.attempts,
+		"("+strings.Join(sizes, " + ")+")::int8 AS outboxrelay_size")
+	// Then the running sum of the sizes and the row's place, which read
+	// ignores.
+	meta.formats = append(meta.formats, 0, 0, 0, 0, 0, 0)
 
 	// The claim: the oldest unpublished rows of the buckets this
 	// transaction holds, locked until it ends. Only a holder of a bucket's
@@ -154,10 +169,24 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	// a lock on one of them belongs to some other session (an operator's
 	// UPDATE, say). SKIP LOCKED would hand out that aggregate's later
 	// events first, so the claim waits instead, up to lock_timeout.
+	//
+	// The claim returns rows only up to $3 bytes (poll.max_batch_bytes),
+	// and always the first: the running sum of their sizes runs over the
+	// locked rows in order, so what it returns is the oldest ones, and
+	// the rest stay locked, untouched, until the transaction ends. A
+	// value is read, and leaves TOAST, only when it is returned:
+	// octet_length and pg_column_size read the size from the TOAST
+	// pointer.
+	//
 	// Plan: an index scan of the partial index on (order, id) in order,
-	// filtered by bucket, under LockRows and Limit.
-	meta.claimSQL = fmt.Sprintf(`SELECT %s FROM %s WHERE %s AND %s = ANY($1::int4[]) ORDER BY %s, %s LIMIT $2 FOR UPDATE`,
-		strings.Join(sel, ", "), n.tbl, n.unpublished, n.bucket, n.order, n.id)
+	// filtered by bucket, under LockRows and Limit; a WindowAgg over it
+	// in the same order (no sort) and a filter.
+	meta.claimSQL = fmt.Sprintf(`SELECT * FROM (
+		SELECT l.*, sum(l.outboxrelay_size) OVER w AS outboxrelay_run, row_number() OVER w AS outboxrelay_n
+		FROM (SELECT %s FROM %s WHERE %s AND %s = ANY($1::int4[]) ORDER BY %s, %s LIMIT $2 FOR UPDATE) l
+		WINDOW w AS (ORDER BY l.%s, l.%s ROWS UNBOUNDED PRECEDING)
+	) c WHERE c.outboxrelay_run <= $3::int8 OR c.outboxrelay_n = 1 ORDER BY c.%s, c.%s`,
+		strings.Join(sel, ", "), n.tbl, n.unpublished, n.bucket, n.order, n.id, n.order, n.id, n.order, n.id)
 
 	// Before the claim, in one statement: the buckets of the oldest
 	// waiting rows ($1 of them), oldest first, and the advisory locks of

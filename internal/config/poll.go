@@ -13,6 +13,7 @@ type Poll struct {
 	Interval        time.Duration `yaml:"interval" doc:"How long an idle poller waits before looking again when no notification wakes it." default:"500ms"`
 	MaxInterval     time.Duration `yaml:"max_interval" doc:"Cap of the wait, which doubles while the table stays empty." default:"5s"`
 	BatchSize       int           `yaml:"batch_size" doc:"Most rows one claim takes (and holds locked until Kafka has them)." default:"1000"`
+	MaxBatchBytes   int           `yaml:"max_batch_bytes" doc:"Most bytes of column values one claim holds (always at least one row); claims times this bounds the rows in memory (docs/operations.md#memory-sizing)." default:"16777216"`
 	Claims          int           `yaml:"claims" doc:"Claims one instance keeps going at once, each on a connection of its own, so that the next reads while another waits for Kafka; they take different buckets, as instances do." default:"2"`
 	Mode            string        `yaml:"mode" doc:"mark (set the published column, delete after poll.retention) or delete (delete once published)." default:"mark"`
 	OrderColumn     string        `yaml:"order_column" doc:"Column that grows in the order events are inserted (an identity column); orders each aggregate's events." default:"seq"`
@@ -34,6 +35,7 @@ func (c *Config) PollConfig() poller.Config {
 		Interval:        c.Poll.Interval,
 		MaxInterval:     c.Poll.MaxInterval,
 		BatchSize:       c.Poll.BatchSize,
+		MaxBatchBytes:   c.Poll.MaxBatchBytes,
 		Claims:          c.Poll.Claims,
 		Mode:            c.Poll.Mode,
 		OrderColumn:     c.Poll.OrderColumn,

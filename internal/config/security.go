@@ -251,6 +251,7 @@ func (c *Config) Dump() ([]byte, error) {
 	pc := c.PollConfig()
 	pc.SetDefaults()
 	d.Poll.Interval, d.Poll.MaxInterval, d.Poll.BatchSize, d.Poll.Claims = pc.Interval, pc.MaxInterval, pc.BatchSize, pc.Claims
+	d.Poll.MaxBatchBytes = pc.MaxBatchBytes
 	d.Poll.Mode, d.Poll.OrderColumn, d.Poll.PublishedColumn, d.Poll.AttemptsColumn = pc.Mode, pc.OrderColumn, pc.PublishedColumn, pc.AttemptsColumn
 	d.Poll.Retention, d.Poll.MaxAttempts, d.Poll.NotifyChannel, d.Poll.Buckets = pc.Retention, pc.MaxAttempts, pc.NotifyChannel, pc.Buckets
 	if len(c.Outbox.Tables) == 0 {
