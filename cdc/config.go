@@ -45,7 +45,9 @@ type Config struct {
 	// Default 10s.
 	StatusInterval time.Duration `yaml:"status_interval"`
 	// MaxBatchEvents and MaxBatchBytes bound one batch handed to the
-	// runner: a larger transaction goes in several. Defaults 1000 and 1 MiB.
+	// runner: a larger transaction goes in several. The bytes are every
+	// value the events keep; a batch ends once it reaches them, so it
+	// holds at most MaxBatchBytes and one event. Defaults 1000 and 1 MiB.
 	MaxBatchEvents int `yaml:"max_batch_events"`
 	MaxBatchBytes  int `yaml:"max_batch_bytes"`
 	// HeartbeatInterval, when positive, is how often the source writes a

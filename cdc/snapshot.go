@@ -186,7 +186,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 			e := t.columns.NewEvent(row, now, origin)
 			e.Table = t.qualified
 			batch = append(batch, e)
-			bytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
+			bytes += eventBytes(&e)
 			total++
 			if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
 				return send(false)

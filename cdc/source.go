@@ -661,7 +661,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	}
 	st.txnLastID = e.ID
 	st.batch = append(st.batch, e)
-	st.batchBytes += len(e.Payload) + len(e.ID) + len(e.AggregateID) + 64
+	st.batchBytes += eventBytes(&e)
 	st.txnEvents++
 	if len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes {
 		// A large transaction goes on in chunks that cannot be
@@ -669,6 +669,17 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 		return st.emit(ctx, nil)
 	}
 	return nil
+}
+
+// eventBytes is what an event holds in memory, as cdc.max_batch_bytes
+// counts it: every value it keeps, extra columns too (a large one of those
+// weighs as much as a payload), and its fixed part.
+func eventBytes(e *connector.Event) int {
+	n := len(e.Payload) + len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.Type) + 64
+	for _, c := range e.Extra {
+		n += len(c.Value) + len(c.Name)
+	}
+	return n
 }
 
 // ours returns the relation and the outbox table it is, or a nil table
