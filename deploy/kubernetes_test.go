@@ -477,6 +477,39 @@ func TestDeploymentHardening(t *testing.T) {
 	}
 }
 
+// TestDeploymentMemoryLimit holds the container's memory limit to the
+// sizing formula (docs/operations.md#memory-sizing, config.Memory) for the
+// ConfigMap's configuration, at its kafka.max_record_bytes or the brokers'
+// default limit, so that raising a buffer or the record limit in one
+// without the other fails here rather than in an OOM kill. GOMEMLIMIT must
+// leave room for what may be live, or the collector would run without end.
+func TestDeploymentMemoryLimit(t *testing.T) {
+	m := loadManifests(t)
+	lc := loadPodConfig(t, m)
+	need := lc.cfg.Memory()
+	lim := lc.container.Resources.Limits.Memory()
+	if lim.IsZero() {
+		t.Fatal("the container has no memory limit")
+	}
+	if lim.Value() < need.Peak() {
+		t.Errorf("memory limit %s is below the %s that docs/operations.md#memory-sizing gives for the ConfigMap's configuration (source %s): raise the limit, or lower the buffers",
+			lim, need, lc.cfg.Source)
+	}
+	for _, e := range lc.container.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		soft, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
+		if err != nil {
+			t.Fatalf("GOMEMLIMIT %q: %v", e.Value, err)
+		}
+		if live := need.Base + need.Live(); soft.Value() < live {
+			t.Errorf("GOMEMLIMIT %s is below the %d MiB the relay may have in use (base and live parts of %s)", e.Value, live>>20, need)
+		}
+	}
+	t.Logf("memory limit %s; the formula asks %s", lim, need)
+}
+
 // TestSelectors checks that the Deployment, the Service, the
 // PodDisruptionBudget and the ServiceMonitor find what they are meant to.
 func TestSelectors(t *testing.T) {
