@@ -179,8 +179,10 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn) (*tableMeta, error
 	// pointer.
 	//
 	// Plan: an index scan of the partial index on (order, id) in order,
-	// filtered by bucket, under LockRows and Limit; a WindowAgg over it
-	// in the same order (no sort) and a filter.
+	// filtered by bucket, under LockRows and Limit; then a sort of those
+	// rows (LockRows hides their order from the planner; it sorts at most
+	// poll.batch_size tuples, whose large values are TOAST pointers), a
+	// WindowAgg and a filter. Measured: 2.6 ms for 1000 rows.
 	meta.claimSQL = fmt.Sprintf(`SELECT * FROM (
 		SELECT l.*, sum(l.outboxrelay_size) OVER w AS outboxrelay_run, row_number() OVER w AS outboxrelay_n
 		FROM (SELECT %s FROM %s WHERE %s AND %s = ANY($1::int4[]) ORDER BY %s, %s LIMIT $2 FOR UPDATE) l
