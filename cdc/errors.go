@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgerrcode"
 
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // SQLSTATEs after which reconnecting cannot help until someone changes the
@@ -24,4 +25,4 @@ var permanentStates = map[string]string{
 func classify(what string, err error) error { return pgsql.Classify(what, err, permanentStates) }
 
 // redactErr keeps the connection string out of err.
-func redactErr(err error) error { return pgsql.Redact(err) }
+func redactErr(err error) error { return secret.RedactError(err) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // tableMeta is the outbox table's catalog entry: what Debezium's
@@ -34,12 +35,12 @@ func (t *tableMeta) column(name string) *column {
 func loadTable(ctx context.Context, url string, network pgsql.Network, schema, table string) (*tableMeta, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: postgres.url: %w", pgsql.Redact(err))
+		return nil, fmt.Errorf("read the outbox table's column types: postgres.url: %w", secret.RedactError(err))
 	}
 	network.Apply(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, pgsql.Redact(err))
+		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, secret.RedactError(err))
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

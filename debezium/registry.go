@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/tlsfiles"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // Subject name strategies: how the subject a schema is registered under is
@@ -96,8 +97,17 @@ func (c *RegistryConfig) validate() []error {
 		errs = append(errs, errors.New("format avro needs schema_registry.url, the Schema Registry its schemas are registered in"))
 	}
 	for _, u := range c.URLs {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("schema_registry.url %q is not an http:// or https:// URL", u))
+		// secret.Redact: a URL that does not parse still holds the
+		// password of its user info, and url's error quotes all of it,
+		// so only its cause (the bad escape or character) is told.
+		if p, err := url.Parse(u); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			errs = append(errs, fmt.Errorf("schema_registry.url %q is not a valid URL (%v); escape a %% in it as %%25, or move the password to schema_registry.password_file", secret.Redact(u), err))
+		} else if (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("schema_registry.url %q is not an http:// or https:// URL", secret.Redact(u)))
 		}
 	}
 	if !slices.Contains(SubjectNameStrategies, c.SubjectNameStrategy) {

@@ -24,10 +24,11 @@ type Translation struct {
 	Notes []Note
 
 	settings []setting
-	// secrets are left out of YAML(false): the database password (put in
-	// postgres.url) and other native keys' values.
-	password string
-	secrets  map[string]string
+	// secrets are left out of YAML(false): the database password and the
+	// client key's passphrase (put in postgres.url) and other native
+	// keys' values.
+	password, sslPassword string
+	secrets               map[string]string
 	// mapped are the options the translation used, for tests that check
 	// every option is either mapped or noted.
 	mapped []string
@@ -87,10 +88,17 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 	root.HeadComment = head.String()
 	for _, s := range t.settings {
 		v := s.value
-		if s.key == "postgres.url" && secrets && t.password != "" {
+		if s.key == "postgres.url" && secrets && (t.password != "" || t.sslPassword != "") {
 			u, err := url.Parse(v.(string))
 			if err == nil {
-				u.User = url.UserPassword(u.User.Username(), t.password)
+				if t.password != "" {
+					u.User = url.UserPassword(u.User.Username(), t.password)
+				}
+				if t.sslPassword != "" {
+					q := u.Query()
+					q.Set("sslpassword", t.sslPassword)
+					u.RawQuery = q.Encode()
+				}
 				v = u.String()
 			}
 		}
@@ -409,7 +417,7 @@ func (tr *translator) postgresURL() {
 		u.User = url.User(user)
 	}
 	q := url.Values{}
-	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"} {
+	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey"} {
 		if v, ok := tr.get("database." + k); ok {
 			q.Set(k, v)
 		}
@@ -419,6 +427,11 @@ func (tr *translator) postgresURL() {
 	if hasPassword {
 		tr.t.password = password
 		tr.note("database.password", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGPASSWORD, a ~/.pgpass entry, or OUTBOXRELAY_POSTGRES_URL)")
+	}
+	// The client key's passphrase is a secret as the password is.
+	if v, ok := tr.get("database.sslpassword"); ok && v != "" {
+		tr.t.sslPassword = v
+		tr.note("database.sslpassword", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGSSLPASSWORD, or OUTBOXRELAY_POSTGRES_URL with sslpassword=...)")
 	}
 }
 

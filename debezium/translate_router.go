@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 const eventRouterClass = "io.debezium.transforms.outbox.EventRouter"
@@ -366,7 +368,8 @@ func (tr *translator) registry(key, value Format) {
 			}
 			v = strings.TrimSpace(v)
 			if at != "" && v != val {
-				tr.note(p+"."+name, Unsupported, "%q differs from %s's %q; outboxrelay's key and value share one schema_registry", v, at, val)
+				// A URL's user info may hold a password.
+				tr.note(p+"."+name, Unsupported, "%q differs from %s's %q; outboxrelay's key and value share one schema_registry", secret.Redact(v), at, secret.Redact(val))
 				continue
 			}
 			val, at = v, p+"."+name
@@ -381,7 +384,13 @@ func (tr *translator) registry(key, value Format) {
 		var urls []string
 		for _, one := range strings.Split(v, ",") {
 			one = strings.TrimSpace(one)
-			if u, err := url.Parse(one); err == nil && u.User != nil {
+			u, err := url.Parse(one)
+			if err != nil {
+				// Its user info cannot be taken out reliably, and the
+				// relay refuses it anyway: say so, password hidden.
+				one = secret.Redact(one)
+				tr.note(at, Unsupported, "%q is not a valid URL; escape a %% in it as %%25, or move the password to basic.auth.user.info", one)
+			} else if u.User != nil {
 				tr.set("schema_registry.username", u.User.Username())
 				if pw, ok := u.User.Password(); ok {
 					tr.t.secrets["schema_registry.password"] = pw

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // Modes say what becomes of a row once Kafka has it.
@@ -253,4 +254,4 @@ func checkName(name string) error { return pgsql.CheckName(name) }
 
 func splitTable(name string) (schema, table string, err error) { return pgsql.SplitTable(name) }
 
-func redactErr(err error) error { return pgsql.Redact(err) }
+func redactErr(err error) error { return secret.RedactError(err) }

@@ -25,13 +25,12 @@ func ReadFile(key, path string) ([]byte, error) {
 }
 
 func readFile(key, path string, limit int64) ([]byte, error) {
-	// Stat first: opening a FIFO would wait for a writer.
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if err := regular(key, path, fi); err != nil {
-		return nil, err
+	// Stat first: opening a FIFO would wait for a writer. A file that
+	// cannot be looked at is left to Open to say why.
+	if fi, err := os.Stat(path); err == nil {
+		if err := regular(key, path, fi); err != nil {
+			return nil, err
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -39,7 +38,8 @@ func readFile(key, path string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	// Again on what was opened, which may have been swapped meanwhile.
-	if fi, err = f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	if err := regular(key, path, fi); err != nil {

@@ -44,7 +44,7 @@ func TestReadFile(t *testing.T) {
 		{"FIFO", fifo, "", "k.password_file: " + fifo + " is a named pipe (FIFO), not a regular file"},
 		{"directory", dir, "", "k.password_file: " + dir + " is a directory, not a regular file"},
 		{"too large", large, "", "k.password_file: " + large + " is larger than 64 KiB"},
-		{"missing", filepath.Join(dir, "none"), "", "no such file or directory"},
+		{"missing", filepath.Join(dir, "none"), "", "k.password_file: open " + filepath.Join(dir, "none")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ReadFile("k.password_file", tc.path)

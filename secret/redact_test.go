@@ -46,6 +46,12 @@ func TestRedact(t *testing.T) {
 		{"unreadable before the secret", "host=db bogus sslpassword=SEKRET1", "host=db bogus sslpassword=xxxxx", []string{"SEKRET1"}},
 		{"keyword/value without secrets", "host=db user=relay", "host=db user=relay", nil},
 		{"empty", "", "", nil},
+		// Cases of the redaction this rule replaced (config, pgsql).
+		{"escaped quote in a quoted value", `host=h password='hun ter\'2' dbname=d`, "host=h password=xxxxx dbname=d", []string{"hun", "ter"}},
+		{"spaces around =", "password = hunter2", "password = xxxxx", []string{"hunter2"}},
+		{"quotes in a URL's password", `postgres://u:p'r\d "x"@h/db`, "postgres://u:xxxxx@h/db", []string{"p'r", `"x"`}},
+		{"@ in a URL's password and a password parameter", "postgres://u:a@b@h/db?sslmode=disable&password=x", "postgres://u:xxxxx@h/db?sslmode=disable&password=xxxxx", []string{"a@b"}},
+		{"space in a URL's password and parameter", "postgres://u:p%20w@h/db?password=x y&sslmode=disable", "postgres://u:xxxxx@h/db?password=xxxxx&sslmode=disable", []string{"p%20w", "x y"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Redact(tc.in)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/check"
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // errCheckFailed makes the process exit non-zero after a report with a
@@ -56,7 +57,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintln(stdout)
 			}
 			fmt.Fprintf(stdout, "outboxrelay check: source %s, table %s, postgres %s, kafka %s\n\n",
-				one.Source, name, config.RedactConnString(one.Postgres.URL), strings.Join(one.Kafka.Brokers, ","))
+				one.Source, name, secret.Redact(one.Postgres.URL), strings.Join(one.Kafka.Brokers, ","))
 			err = report.WriteTable(stdout)
 		}
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/initsql"
 	"github.com/outboxrelay/outboxrelay/poller"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // envAdminURL names the connection string --apply uses when --admin-url is
@@ -55,7 +56,7 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	pc, err := pgconn.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
-		return fmt.Errorf("postgres.url: cannot parse the connection string (%s)", config.RedactConnString(cfg.Postgres.URL))
+		return fmt.Errorf("postgres.url: cannot parse the connection string (%s)", secret.Redact(cfg.Postgres.URL))
 	}
 	verifier := ""
 	if !*noPassword && pc.Password != "" {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 func main() {
@@ -29,7 +31,9 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	fmt.Fprintln(stderr, "outboxrelay:", err)
+	// The last guard for an error that quotes a URL or a connection
+	// string, password and all (secret.RedactError).
+	fmt.Fprintln(stderr, "outboxrelay:", secret.RedactError(err))
 	return 1
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/buildinfo"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/poller"
+	"github.com/outboxrelay/outboxrelay/secret"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
@@ -67,6 +68,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	// The last guard: no configured password reaches the log, whatever a
 	// library writes into an error (config/scrub.go).
 	log = slog.New(config.ScrubSecrets(log.Handler(), cfg.Secrets()))
+	for _, w := range cfg.Warnings() {
+		log.Warn(w, "component", "config")
+	}
 	obs, err := newObserver(cfg, log)
 	if err != nil {
 		return err
@@ -186,7 +190,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		what = "outboxrelay backfill starting"
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", config.RedactURL(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
 	obs.starting("")
 	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
 		var lost *cdc.SlotLostError

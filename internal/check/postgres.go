@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Check names, as the report shows them.
@@ -168,32 +166,6 @@ func connectFix(err error, c *pgx.ConnConfig, o options) string {
 	return "check postgres.url (host, port, user, database, sslmode) and the server's log"
 }
 
-// sslMode is the sslmode the connection string (or PGSSLMODE) asks for.
-func sslMode(conn string) string {
-	mode := os.Getenv("PGSSLMODE")
-	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
-		if u, err := url.Parse(conn); err == nil && u.Query().Get("sslmode") != "" {
-			mode = u.Query().Get("sslmode")
-		}
-	} else if m := keywordSSLMode.FindStringSubmatch(conn); m != nil {
-		mode = strings.Trim(m[2], "'")
-	}
-	if mode == "" {
-		mode = "prefer"
-	}
-	return mode
-}
-
-var keywordSSLMode = regexp.MustCompile(`(^|\s)sslmode\s*=\s*('[^']*'|\S+)`)
-
-func isLocal(host string) bool {
-	if strings.HasPrefix(host, "/") || host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func (c *pgCheck) checkTLS(ctx context.Context, pcfg *pgx.ConnConfig) {
 	var ssl bool
 	var version, cipher *string
@@ -202,14 +174,14 @@ func (c *pgCheck) checkTLS(ctx context.Context, pcfg *pgx.ConnConfig) {
 		c.r.add(Warn, CheckPGTLS, "cannot read pg_stat_ssl: "+err.Error(), "")
 		return
 	}
-	mode := sslMode(c.cfg.Postgres.URL)
+	mode := pgsql.SSLMode(c.cfg.Postgres.URL)
 	switch {
 	case ssl && mode == "verify-full":
 		c.r.pass(CheckPGTLS, "encrypted (%s, %s); the server's certificate and name are verified (sslmode=verify-full)", deref(version), deref(cipher))
 	case ssl:
 		c.r.add(Warn, CheckPGTLS, fmt.Sprintf("encrypted (%s), but the server's identity is not verified (sslmode=%s)", deref(version), mode),
 			"set sslmode=verify-full and sslrootcert=<the CA's certificate file> in postgres.url")
-	case isLocal(pcfg.Host):
+	case pgsql.IsLocal(pcfg.Host):
 		c.r.pass(CheckPGTLS, "not encrypted (sslmode=%s); the server is on this host", mode)
 	default:
 		c.r.add(Warn, CheckPGTLS, fmt.Sprintf("not encrypted (sslmode=%s): the password and every event cross the network in the clear", mode),

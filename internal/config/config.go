@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -403,28 +401,4 @@ func (c *Config) RunnerConfig() connector.RunnerConfig {
 		ShutdownTimeout:     c.Shutdown.Timeout,
 		TransactionInterval: c.Kafka.TransactionInterval,
 	}
-}
-
-// RedactURL hides the password of a PostgreSQL URL for logs and errors.
-func RedactURL(s string) string {
-	if isURL(s) {
-		// Also when net/url cannot parse it (security.go).
-		return redactURL(s)
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		if strings.Contains(s, "password") {
-			return "(connection string with a password, not shown)"
-		}
-		return s
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
 }

@@ -16,11 +16,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/secret"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
 // redacted stands in for a secret wherever one would be shown.
-const redacted = "xxxxx"
+const redacted = secret.Mask
 
 // Secret is a password or another credential. It prints, logs, and
 // marshals to YAML and JSON as xxxxx, so a config struct that ends up in a
@@ -122,14 +123,15 @@ func (c *Config) readSecretFiles() error {
 	return errors.Join(errs...)
 }
 
-// readSecret reads a secret file, without the line break that editors and
-// `kubectl create secret --from-file` leave at its end.
+// readSecret reads a secret file (secret.ReadFile: bounded, a regular file
+// only), without the line break that editors and `kubectl create secret
+// --from-file` leave at its end.
 func readSecret(key, path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := secret.ReadFile(key, path)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
+		return "", err
 	}
-	s := strings.TrimRight(string(b), "\r\n")
+	s := secret.TrimLineEnd(b)
 	if s == "" {
 		return "", fmt.Errorf("%s: %s is empty", key, path)
 	}
@@ -166,52 +168,20 @@ func withPassword(conn, pw string) (string, error) {
 	return strings.TrimSpace(conn) + " password='" + esc + "'", nil
 }
 
-// RedactConnString hides the password of a PostgreSQL connection string,
-// URL or key=value, keeping the rest for an operator to read.
-func RedactConnString(conn string) string {
-	if isURL(conn) {
-		return redactURL(conn)
-	}
-	return keywordPassword.ReplaceAllString(conn, "${1}password="+redacted)
-}
-
-// urlQueryPassword finds a password parameter in a URL's query.
-var urlQueryPassword = regexp.MustCompile(`([?&]password=)[^&#]*`)
-
-// redactURL hides the password of a postgres:// URL even when net/url
-// cannot parse it: pgx accepts characters in a password that net/url
-// refuses, and such a URL must not come out as it went in.
-func redactURL(conn string) string {
-	if u, err := url.Parse(conn); err == nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), redacted)
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", redacted)
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	scheme, rest, _ := strings.Cut(conn, "://")
-	// The user info ends at the last @ before the host; a password with an
-	// unescaped @, / or ? makes that ambiguous, so mask up to the last @.
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
-			rest = user + ":" + redacted + rest[at:]
-		}
-	}
-	return urlQueryPassword.ReplaceAllString(scheme+"://"+rest, "${1}"+redacted)
-}
-
 // Secrets are the configured secret values: the PostgreSQL password
-// (from the URL, or wherever pgx finds it: PGPASSWORD, .pgpass) and the
-// SASL password. Log output is scrubbed of them (ScrubSecrets).
+// (from the URL, or wherever pgx finds it: PGPASSWORD, .pgpass), every
+// other secret of the connection string (sslpassword, as secret.Values
+// finds them, or PGSSLPASSWORD), the SASL password and the registry's. Log
+// output is scrubbed of them (ScrubSecrets).
 func (c *Config) Secrets() []string {
 	var out []string
 	if pc, err := pgconn.ParseConfig(c.Postgres.URL); err == nil && pc.Password != "" {
 		// As written in a URL, too.
 		out = append(out, pc.Password, url.QueryEscape(pc.Password), url.PathEscape(pc.Password))
+	}
+	out = append(out, secret.Values(c.Postgres.URL)...)
+	if pw := os.Getenv("PGSSLPASSWORD"); pw != "" {
+		out = append(out, pw)
 	}
 	if c.Kafka.SASL.Password != "" {
 		out = append(out, c.Kafka.SASL.Password.Reveal())
@@ -219,6 +189,10 @@ func (c *Config) Secrets() []string {
 	if pw := c.SchemaRegistry.registry().Password; pw != "" {
 		// From password, password_file or a URL's user part.
 		out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
+	}
+	for _, u := range strings.Split(c.SchemaRegistry.URL, ",") {
+		// A URL that does not parse keeps its password (registry).
+		out = append(out, secret.Values(strings.TrimSpace(u))...)
 	}
 	return out
 }
@@ -234,7 +208,7 @@ func (c *Config) Secrets() []string {
 // kafka.max_record_bytes) or means "off".
 func (c *Config) Dump() ([]byte, error) {
 	d := *c
-	d.Postgres.URL = RedactConnString(c.Postgres.URL)
+	d.Postgres.URL = secret.Redact(c.Postgres.URL)
 	d.SchemaRegistry.URL = redactRegistryURLs(c.SchemaRegistry.URL)
 	d.Outbox.Columns = c.Outbox.Columns.WithDefaults()
 	nw := c.Postgres.Network()
@@ -279,15 +253,16 @@ func (c *Config) Dump() ([]byte, error) {
 	return []byte(scrub(string(b), c.Secrets())), nil
 }
 
-// redactRegistryURLs hides the password in the user info of each of the
-// comma-separated schema_registry.url. The scrub that ends Dump cannot be
-// relied on for it: it matches the password only in the encodings Secrets
-// lists, and a URL may escape any part of it (a!b%40c is a!b@c).
+// redactRegistryURLs is secret.Redact on each of the comma-separated
+// schema_registry.url, so that the others stay readable. The scrub that
+// ends Dump cannot be relied on for it: it matches the password only in
+// the encodings Secrets lists, and a URL may escape any part of it
+// (a!b%40c is a!b@c).
 func redactRegistryURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	changed := false
 	for i, u := range parts {
-		if r := redactURL(strings.TrimSpace(u)); r != strings.TrimSpace(u) {
+		if r := secret.Redact(strings.TrimSpace(u)); r != strings.TrimSpace(u) {
 			parts[i], changed = r, true
 		}
 	}
@@ -351,3 +326,7 @@ func (c Config) String() string {
 
 // GoString is String, for %#v.
 func (c Config) GoString() string { return c.String() }
+
+// LogValue is String, for slog, whose JSON handler would otherwise marshal
+// the fields as they are, connection string and all.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }

@@ -146,6 +146,16 @@ func TestSecurityMistakes(t *testing.T) {
 			want: []string{"postgres.password_file: open /nonexistent/pw"},
 		},
 		{
+			name: "device as a secret file",
+			yaml: "postgres:\n  url: postgres://u@h/d\n  password_file: /dev/urandom\nkafka:\n  brokers: [k:9092]\n  sasl: {mechanism: scram-sha-256, username: u, password_file: /dev/zero}\n",
+			want: []string{"postgres.password_file: /dev/urandom is a character device, not a regular file", "kafka.sasl.password_file: /dev/zero is a character device"},
+		},
+		{
+			name: "directory as a secret file",
+			yaml: "postgres:\n  url_file: /\nkafka:\n  brokers: [k:9092]\n",
+			want: []string{"postgres.url_file: / is a directory, not a regular file"},
+		},
+		{
 			name: "bad names",
 			yaml: "postgres:\n  url: postgres://u@h/d\nkafka:\n  brokers: [k:9092]\noutbox:\n  columns:\n    id: \"a\\0b\"\n    payload: \"" + strings.Repeat("p", 64) + "\"\n",
 			want: []string{`outbox.columns.id: "a\x00b" contains a NUL byte`, "outbox.columns.payload", "63-byte limit"},
@@ -311,19 +321,35 @@ func TestScrubSecrets(t *testing.T) {
 	}
 }
 
-func TestRedactConnString(t *testing.T) {
-	for in, want := range map[string]string{
-		"postgres://u:hunter2@h:5432/db?sslmode=verify-full":   "postgres://u:xxxxx@h:5432/db?sslmode=verify-full",
-		"host=h user=u password=hunter2 dbname=d":              "host=h user=u password=xxxxx dbname=d",
-		`host=h password='hun ter\'2' dbname=d`:                "host=h password=xxxxx dbname=d",
-		"password = hunter2":                                   "password=xxxxx",
-		"host=h user=u":                                        "host=h user=u",
-		`postgres://u:p'r\d "x"@h/db`:                          "postgres://u:xxxxx@h/db",
-		"postgres://u:a@b@h/db?sslmode=disable&password=x":     "postgres://u:xxxxx@h/db?password=xxxxx&sslmode=disable",
-		"postgres://u:p%20w@h/db?password=x y&sslmode=disable": "postgres://u:xxxxx@h/db?password=xxxxx&sslmode=disable",
+// TestDumpHidesEverySecretParameter: sslpassword, the client key's
+// passphrase, is hidden as the password is, in both forms of postgres.url,
+// and the log scrubber knows it; config-dump used to print it.
+func TestDumpHidesEverySecretParameter(t *testing.T) {
+	for _, tc := range []struct{ name, url, want string }{
+		{"URL", "postgres://relay@db/app?sslmode=require&sslpassword=SEKRET1", "url: postgres://relay@db/app?sslmode=require&sslpassword=xxxxx"},
+		{"URL, percent-encoded", "postgres://relay@db/app?sslpassword=SEK%52ET1", "sslpassword=xxxxx"},
+		{"keyword/value, quoted", "host=db sslpassword='SEK RET1' dbname=app", "url: host=db sslpassword=xxxxx dbname=app"},
 	} {
-		if got := RedactConnString(in); got != want {
-			t.Errorf("RedactConnString(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, "postgres:\n  url: \""+tc.url+"\"\nkafka:\n  brokers: [k:9092]\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dump, err := c.Dump()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(dump), tc.want) {
+				t.Errorf("dump lacks %q:\n%s", tc.want, grepLine(string(dump), "url:"))
+			}
+			for _, s := range []string{"SEKRET1", "SEK RET1", "SEK%52ET1"} {
+				assertNoSecret(t, c, s)
+			}
+			var logged bytes.Buffer
+			slog.New(ScrubSecrets(slog.NewTextHandler(&logged, nil), c.Secrets())).Info("connect: " + c.Postgres.URL)
+			if strings.Contains(logged.String(), "SEK") {
+				t.Errorf("the scrubbed log shows the passphrase: %s", logged.String())
+			}
+		})
 	}
 }

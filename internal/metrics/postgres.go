@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 const (
@@ -78,7 +79,7 @@ func NewPostgresProbe(url, slot string, opts ...ProbeOption) (*PostgresProbe, er
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// Its message quotes the connection string, password and all.
-		return nil, fmt.Errorf("postgres.url: %w", pgsql.Redact(err))
+		return nil, fmt.Errorf("postgres.url: %w", secret.RedactError(err))
 	}
 	cfg.MaxConns = 1
 	// The probe's query is the test of the connection; the pool's own

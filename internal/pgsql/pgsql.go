@@ -1,18 +1,24 @@
 // Package pgsql holds what outboxrelay's PostgreSQL sources share about
 // talking to the server: how a configured table name splits into schema
-// and table, which errors no reconnect can fix, and keeping connection
-// strings, passwords and all, out of error messages; and the network
+// and table, which errors no reconnect can fix (with connection strings
+// kept out of their messages, secret.RedactError); and the network
 // bounds (network.go) that keep a silent connection from stalling a source.
 package pgsql
 
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // CheckName reports a name PostgreSQL cannot hold as written: empty, over
@@ -49,7 +55,7 @@ func Classify(what string, err error, hints map[string]string) error {
 	if err == nil {
 		return nil
 	}
-	err = Redact(err)
+	err = secret.RedactError(err)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		if hint, ok := hints[pe.Code]; ok {
@@ -59,35 +65,62 @@ func Classify(what string, err error, hints map[string]string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// Redact drops the connection string from pgconn's parse errors, which
-// quote it, password and all.
-func Redact(err error) error {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot parse the connection string: %s", parseProblem(pe))
-	}
-	return err
-}
-
-// parseProblem is what pgconn found wrong with a connection string: its
-// message less the quoted string. The message is not exported on its own,
-// and the cause (Unwrap) is nil for some problems, such as an invalid
-// port, so the cause alone said "<nil>". Error is "cannot parse `<string>`:
-// <message>[ (<cause>)]", and the message follows the last "`: ", which the
-// string itself may hold but pgconn's messages do not.
-func parseProblem(pe *pgconn.ParseConfigError) string {
-	s := pe.Error()
-	if i := strings.LastIndex(s, "`: "); i >= 0 {
-		return s[i+len("`: "):]
-	}
-	if cause := pe.Unwrap(); cause != nil {
-		return cause.Error()
-	}
-	return "not a valid URL or key=value string"
-}
-
 // WALEnd is SQL for where the server's WAL has reached: the insert
 // position, which a commit has reached when it returns (the written one
 // trails it by up to wal_writer_delay under synchronous_commit off), or on
 // a standby, which has none, the replayed position.
 const WALEnd = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)"
+
+// SSLMode is the sslmode conn asks for: its own (URL or keyword/value),
+// else PGSSLMODE, else libpq's default, prefer.
+func SSLMode(conn string) string {
+	mode := os.Getenv("PGSSLMODE")
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		if u, err := url.Parse(conn); err == nil && u.Query().Get("sslmode") != "" {
+			mode = u.Query().Get("sslmode")
+		}
+	} else if m := keywordSSLMode.FindStringSubmatch(conn); m != nil {
+		mode = strings.Trim(m[2], "'")
+	}
+	if mode == "" {
+		mode = "prefer"
+	}
+	return mode
+}
+
+var keywordSSLMode = regexp.MustCompile(`(^|\s)sslmode\s*=\s*('[^']*'|\S+)`)
+
+// IsLocal reports whether host is this machine: a Unix socket directory,
+// localhost or a loopback address, to which plaintext crosses no network.
+func IsLocal(host string) bool {
+	if strings.HasPrefix(host, "/") || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// PlaintextHosts are the hosts of conn that are not this machine and that
+// a connection may reach unencrypted: with sslmode disable or allow, which
+// try plaintext first, or prefer, libpq's default, which falls back to it
+// when the server offers no TLS (or an attacker between says so). The
+// driver's own reading decides: a host whose attempts (pgconn's config and
+// its fallbacks) include one without TLS. None when conn does not parse;
+// the source reports that.
+func PlaintextHosts(conn string) []string {
+	pc, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return nil
+	}
+	var hosts []string
+	attempt := func(host string, tls bool) {
+		if !tls && !IsLocal(host) && !slices.Contains(hosts, host) {
+			hosts = append(hosts, host)
+		}
+	}
+	attempt(pc.Host, pc.TLSConfig != nil)
+	for _, f := range pc.Fallbacks {
+		attempt(f.Host, f.TLSConfig != nil)
+	}
+	return hosts
+}

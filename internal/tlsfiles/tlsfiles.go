@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // Files are a client's TLS settings.
@@ -48,7 +50,19 @@ func (f Files) Config(key string) (*tls.Config, error) {
 	}
 	switch {
 	case f.CertFile != "" && f.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		// The key is a secret file: read with secret.ReadFile's bound,
+		// and only from a regular file.
+		certPEM, err := os.ReadFile(f.CertFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.cert_file: %w", key, err))
+			break
+		}
+		keyPEM, err := secret.ReadFile(key+".key_file", f.KeyFile)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.cert_file and key_file: %w", key, err))
 		} else {

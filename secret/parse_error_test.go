@@ -1,4 +1,4 @@
-package pgsql
+package secret
 
 import (
 	"strings"
@@ -7,11 +7,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// TestRedactSaysWhatIsWrong keeps pgconn's account of a bad connection
+// TestRedactErrorSaysWhatIsWrong keeps pgconn's account of a bad connection
 // string and drops the string: a port out of range, which pgconn reports
 // with no cause, used to come out as "cannot parse the connection string:
 // <nil>".
-func TestRedactSaysWhatIsWrong(t *testing.T) {
+func TestRedactErrorSaysWhatIsWrong(t *testing.T) {
 	for _, tc := range []struct{ name, conn, want string }{
 		{"URL port out of range", "postgres://relay:hunter2@db:99999/app", "cannot parse the connection string: invalid port"},
 		{"key=value port out of range", "host=db port=99999 password=hunter2", "cannot parse the connection string: invalid port"},
@@ -25,12 +25,12 @@ func TestRedactSaysWhatIsWrong(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%q parsed", tc.conn)
 			}
-			got := Redact(err).Error()
+			got := RedactError(err).Error()
 			if !strings.Contains(got, tc.want) || strings.Contains(got, "<nil>") {
-				t.Errorf("Redact = %q, want it to say %q", got, tc.want)
+				t.Errorf("RedactError = %q, want it to say %q", got, tc.want)
 			}
 			if strings.Contains(got, "hunter2") || strings.Contains(got, "ter2") || strings.Contains(got, "db") {
-				t.Errorf("Redact = %q shows the connection string", got)
+				t.Errorf("RedactError = %q shows the connection string", got)
 			}
 		})
 	}
