@@ -415,5 +415,5 @@ func classify(subject string, err error) error {
 	// Any other answer (404 without a registry's error code, 400, 405)
 	// is not about this event's schema: most likely the URL is not the
 	// registry's base URL, and every event would meet it.
-	return errNotEvent{connector.Permanent(fmt.Errorf("schema registry answered %s %s with HTTP %d (error %d): %s; check that schema_registry.url is the registry's base URL (for Apicurio, its /apis/ccompat/v7)", re.Method, re.URL, re.StatusCode, re.ErrorCode, msg))}
+	return errNotEvent{connector.Permanent(fmt.Errorf("schema registry answered %s %s with HTTP %d (error %d): %s; check that schema_registry.url is the registry's base URL (for Apicurio, its /apis/ccompat/v7)", re.Method, secret.Redact(re.URL), re.StatusCode, re.ErrorCode, msg))}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/debezium"
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // The Schema Registry checks, run with routing.key_format or value_format
@@ -39,7 +40,11 @@ func checkRegistry(ctx context.Context, r *Report, cfg *config.Config, o options
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	where := strings.Join(rc.Registry.URLs, ", ")
+	var shown []string
+	for _, u := range rc.Registry.URLs {
+		shown = append(shown, secret.Redact(u))
+	}
+	where := strings.Join(shown, ", ")
 	subjects, err := cl.Subjects(cctx)
 	if err != nil {
 		var re *sr.ResponseError
