@@ -13,8 +13,9 @@ import (
 )
 
 // CheckpointVersion is the version of the checkpoint value this build
-// writes, and the newest it can read.
-const CheckpointVersion = 1
+// writes, and the newest it can read. Version 2 added last_txn; a version 1
+// record reads as one without it.
+const CheckpointVersion = 2
 
 // CheckpointKey names one relay: the PostgreSQL cluster (its
 // system_identifier, from IDENTIFY_SYSTEM or pg_control_system()), the
@@ -81,7 +82,38 @@ type Checkpoint struct {
 	// the rows already in the table (cdc.snapshot initial), and Kafka has
 	// not yet acknowledged them all; a restart publishes them again.
 	SnapshotPending bool
+	// LastTxn is what proves, at the next start, that the server's
+	// history up to EndLSN is the one the relay read; zero when not
+	// known (a version 1 checkpoint).
+	LastTxn CheckpointTxn
 }
+
+// CheckpointTxn is the last transaction the relay received from the slot
+// that ended at or before a checkpoint's EndLSN: the slot sent none
+// between its end and EndLSN. On a server restored from a copy taken
+// before EndLSN, whose WAL has since passed it, replaying the slot from
+// CommitLSN shows another transaction there, or one between EndLSN and
+// this one's end, and the relay knows that what it would skip is not
+// what it relayed.
+//
+// Xid 0 says the relay received no transaction between EndLSN here and
+// the checkpoint's: it began reading the slot there (a new slot, or the
+// first start after a checkpoint without this field).
+type CheckpointTxn struct {
+	// Xid is the transaction's id as the slot sends it (32 bits, no
+	// epoch): together with CommitLSN, which never repeats in one
+	// history, and CommitTime it names one transaction.
+	Xid uint32
+	// CommitLSN is where its commit record begins; 0 with Xid 0.
+	CommitLSN uint64
+	// EndLSN is where its commit record ends; never 0 when known.
+	EndLSN uint64
+	// CommitTime is its commit time, to the microsecond.
+	CommitTime time.Time
+}
+
+// Known reports whether t holds a proof at all.
+func (t CheckpointTxn) Known() bool { return t.EndLSN != 0 }
 
 // CheckpointStore keeps the latest [Checkpoint] of a relay outside
 // PostgreSQL, so that a lost, dropped or replaced replication slot can be
@@ -153,6 +185,15 @@ type checkpointJSON struct {
 	Written      time.Time `json:"written"`
 	// SnapshotPending is left out when false, as almost always.
 	SnapshotPending bool `json:"snapshot_pending,omitempty"`
+	// LastTxn (version 2) is left out when not known.
+	LastTxn *txnJSON `json:"last_txn,omitempty"`
+}
+
+type txnJSON struct {
+	Xid        uint32     `json:"xid"`
+	CommitLSN  string     `json:"commit_lsn,omitempty"`
+	EndLSN     string     `json:"end_lsn"`
+	CommitTime *time.Time `json:"commit_time,omitempty"`
 }
 
 // FormatLSN writes an LSN the way PostgreSQL does ("16/B374D848"), so a
@@ -180,6 +221,14 @@ func ParseLSN(s string) (uint64, error) {
 
 // EncodeCheckpoint returns the record value for cp.
 func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
+	var last *txnJSON
+	if t := cp.LastTxn; t.Known() {
+		last = &txnJSON{Xid: t.Xid, EndLSN: FormatLSN(t.EndLSN)}
+		if t.Xid != 0 {
+			ct := t.CommitTime.UTC()
+			last.CommitLSN, last.CommitTime = FormatLSN(t.CommitLSN), &ct
+		}
+	}
 	return json.Marshal(checkpointJSON{
 		Version:      CheckpointVersion,
 		SystemID:     cp.Key.SystemID,
@@ -194,6 +243,7 @@ func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
 		Written:      cp.Written.UTC(),
 
 		SnapshotPending: cp.SnapshotPending,
+		LastTxn:         last,
 	})
 }
 
@@ -238,6 +288,15 @@ func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
 	if j.Events < 0 {
 		return bad("events %d is negative", j.Events)
 	}
+	var last CheckpointTxn
+	if t := j.LastTxn; t != nil {
+		if j.Version < 2 {
+			return bad("version %d has no last_txn; the record was altered", j.Version)
+		}
+		if last, err = decodeTxn(t, lsn); err != nil {
+			return bad("last_txn: %v", err)
+		}
+	}
 	return Checkpoint{
 		Key:          got,
 		EndLSN:       lsn,
@@ -249,5 +308,36 @@ func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
 		Written:      j.Written,
 
 		SnapshotPending: j.SnapshotPending,
+		LastTxn:         last,
 	}, nil
+}
+
+// decodeTxn reads a last_txn that must end at or before the checkpoint's
+// end_lsn.
+func decodeTxn(t *txnJSON, end uint64) (CheckpointTxn, error) {
+	tx := CheckpointTxn{Xid: t.Xid}
+	var err error
+	if tx.EndLSN, err = ParseLSN(t.EndLSN); err != nil {
+		return CheckpointTxn{}, fmt.Errorf("end_lsn: %w", err)
+	}
+	switch {
+	case tx.EndLSN == 0:
+		return CheckpointTxn{}, errors.New("end_lsn 0/0 is not a position")
+	case tx.EndLSN > end:
+		return CheckpointTxn{}, fmt.Errorf("end_lsn %s is after the checkpoint's %s", t.EndLSN, FormatLSN(end))
+	case tx.Xid == 0 && (t.CommitLSN != "" || t.CommitTime != nil):
+		return CheckpointTxn{}, errors.New("xid 0 (no transaction) with a commit_lsn or commit_time")
+	case tx.Xid == 0:
+		return tx, nil
+	case t.CommitTime == nil:
+		return CheckpointTxn{}, fmt.Errorf("xid %d has no commit_time", tx.Xid)
+	}
+	if tx.CommitLSN, err = ParseLSN(t.CommitLSN); err != nil {
+		return CheckpointTxn{}, fmt.Errorf("commit_lsn: %w", err)
+	}
+	if tx.CommitLSN == 0 || tx.CommitLSN >= tx.EndLSN {
+		return CheckpointTxn{}, fmt.Errorf("commit_lsn %s is not before end_lsn %s", t.CommitLSN, t.EndLSN)
+	}
+	tx.CommitTime = *t.CommitTime
+	return tx, nil
 }
