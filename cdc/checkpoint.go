@@ -42,6 +42,9 @@ type ackedTxn struct {
 	end    pglogrepl.LSN
 	commit time.Time
 	lastID string
+	// proof names the transaction in the server's history (history.go);
+	// nil for a mark at a position.
+	proof *connector.CheckpointTxn
 }
 
 // Checkpoint is the last checkpoint the source saved or loaded, if any.
@@ -106,6 +109,7 @@ func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore)
 			s.eventsBase = cp.Events
 			s.advance(pglogrepl.LSN(cp.EndLSN))
 			s.saved.Store(cp.EndLSN)
+			s.loadTxn(cp)
 		}
 		s.log.Info("read the checkpoint", "slot", s.cfg.Slot, "end_lsn", pglogrepl.LSN(cp.EndLSN).String(),
 			"commit_time", cp.CommitTime, "written", cp.Written, "system_identifier", cp.Key.SystemID)
@@ -130,6 +134,7 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 	}
 	s.setCurrent(&cp)
 	s.eventsBase = cp.Events - s.events.Load()
+	s.loadTxn(cp)
 	s.advance(pglogrepl.LSN(cp.EndLSN))
 	if cp.EndLSN > s.saved.Load() {
 		s.saved.Store(cp.EndLSN)
@@ -162,6 +167,12 @@ func (s *Source) save(ctx context.Context) error {
 		return nil // the sink commits the checkpoints (txn.go)
 	}
 	lsn := s.acked.Load()
+	// Read after acked, and raised before it: it may be a transaction
+	// past lsn, whose end Kafka has then acknowledged too.
+	last := s.lastTxn.Load()
+	if last != nil && last.EndLSN > lsn {
+		lsn = last.EndLSN
+	}
 	key := s.identity.CheckpointKey(s.cfg.Slot)
 	cur, ok := s.Checkpoint()
 	own := ok && cur.Key == key
@@ -187,6 +198,9 @@ func (s *Source) save(ctx context.Context) error {
 	}
 	if t := s.lastAcked.Load(); t != nil {
 		cp.CommitTime, cp.LastEventID = t.commit, t.lastID
+	}
+	if last != nil {
+		cp.LastTxn = *last
 	}
 	if err := s.store.Save(ctx, cp); err != nil {
 		return fmt.Errorf("save the checkpoint at %s: %w", pglogrepl.LSN(lsn), err)

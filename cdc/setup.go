@@ -90,6 +90,11 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 			return slotPosition{}, err
 		}
 	}
+	// history.go: a slot behind the checkpoint is replayed up to it
+	// first, to tell a crash from a restore.
+	if err := s.checkHistory(ctx, conn); err != nil {
+		return slotPosition{}, err
+	}
 	qctx, cancel = s.cfg.Network.Query(ctx)
 	defer cancel()
 	return s.ensureSlot(qctx, conn)
@@ -411,6 +416,9 @@ func (s *Source) judge(slot slotState) (verdict, SlotLossCause, *connector.Check
 	if !ok {
 		v, cause := judge(slot, nil, s.identity.CheckpointKey(s.cfg.Slot))
 		return v, cause, nil
+	}
+	if h := s.history; h != nil && h.end == cp.EndLSN && h.confirmed == slot.confirmed {
+		slot.historyDiffers, slot.historyDetail = h.differs, h.detail
 	}
 	v, cause := judge(slot, &cp, s.identity.CheckpointKey(s.cfg.Slot))
 	return v, cause, &cp

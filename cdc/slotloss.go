@@ -39,7 +39,15 @@ const (
 	// CauseBehind: the server's WAL ends before the checkpoint: restored
 	// from a backup, or a standby promoted without the end of the WAL.
 	CauseBehind SlotLossCause = "server behind"
+	// CauseRestored: the server's WAL has passed the checkpoint, but
+	// what the slot holds up to it is not what the relay received
+	// (history.go): restored from a copy taken before the checkpoint,
+	// and written to since.
+	CauseRestored SlotLossCause = "restored"
 )
+
+// SlotLossCauses are all the causes, in the order the metrics list them.
+var SlotLossCauses = []SlotLossCause{CauseDropped, CauseInvalidated, CauseAhead, CauseForeign, CauseBehind, CauseRestored}
 
 // SlotLostError stops a relay whose slot was lost, with cdc.on_slot_loss
 // fail. It is permanent: restarting finds the same slot and checkpoint.
@@ -58,6 +66,10 @@ type slotState struct {
 	lost      bool // wal_status lost
 	// wal is where the server's WAL ends now; 0 when not known.
 	wal pglogrepl.LSN
+	// historyDiffers: replayed up to the checkpoint, the slot sent what
+	// the relay never received there (history.go); historyDetail says what.
+	historyDiffers bool
+	historyDetail  string
 }
 
 // verdict is what to do with the slot.
@@ -91,6 +103,11 @@ func judge(slot slotState, known *connector.Checkpoint, self connector.Checkpoin
 		return slotLost, CauseBehind
 	case uint64(slot.confirmed) > known.EndLSN:
 		return slotLost, CauseAhead
+	case slot.historyDiffers:
+		// The WAL has passed the checkpoint, but not along the history
+		// the relay read: what it would skip up to the checkpoint was
+		// written after a restore and never relayed.
+		return slotLost, CauseRestored
 	}
 	return useSlot, ""
 }
@@ -99,14 +116,49 @@ func judge(slot slotState, known *connector.Checkpoint, self connector.Checkpoin
 // cdc.on_slot_loss.
 func (s *Source) SlotLosses() int64 { return s.slotLosses.Load() }
 
+// SlotLossesByCause counts the slot losses the source has detected, per
+// cause; every cause is there, most at 0.
+func (s *Source) SlotLossesByCause() map[string]int64 {
+	s.lossMu.Lock()
+	defer s.lossMu.Unlock()
+	m := make(map[string]int64, len(SlotLossCauses))
+	for _, c := range SlotLossCauses {
+		m[string(c)] = s.lossCounts[c]
+	}
+	return m
+}
+
 // SlotLost reports whether the source stopped on a lost slot
 // (cdc.on_slot_loss fail) and waits for someone to act.
 func (s *Source) SlotLost() bool { return s.lostSlot.Load() }
 
+// SlotLostCause is the cause of the slot loss that stopped the source;
+// empty when none did.
+func (s *Source) SlotLostCause() string {
+	s.lossMu.Lock()
+	defer s.lossMu.Unlock()
+	return string(s.lostCause)
+}
+
+// countLoss counts a slot loss of cause; stopped: it stops the source.
+func (s *Source) countLoss(cause SlotLossCause, stopped bool) {
+	s.lossMu.Lock()
+	defer s.lossMu.Unlock()
+	if s.lossCounts == nil {
+		s.lossCounts = map[SlotLossCause]int64{}
+	}
+	s.lossCounts[cause]++
+	s.slotLosses.Add(1)
+	if stopped {
+		s.lostCause = cause
+		s.lostSlot.Store(true)
+	}
+}
+
 // reportLoss reports a lost slot: a [SlotLostError] that stops the relay
 // with cdc.on_slot_loss fail, or an ERROR in the log and nil with recreate.
 func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause SlotLossCause) error {
-	s.slotLosses.Add(1)
+	s.countLoss(cause, s.cfg.OnSlotLoss != SlotLossRecreate)
 	name := s.cfg.Slot
 	var what, why string
 	switch cause {
@@ -119,6 +171,12 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 	case CauseBehind:
 		what = fmt.Sprintf("this server's WAL ends at %s, before the checkpoint", slot.wal)
 		why = "the relay already relayed past that point, so the database was restored from a backup (same system identifier) or a standby was promoted without the end of the primary's WAL: what commits now reuses positions the checkpoint says were relayed, and streaming would skip it"
+	case CauseRestored:
+		what = fmt.Sprintf("replication slot %q, replayed up to the checkpoint, sends what the relay never received: %s", name, slot.historyDetail)
+		why = fmt.Sprintf("this server has the same system identifier and WAL past the checkpoint, but another history: it was restored from a backup or file copy taken before the checkpoint (with the slot as the copy left it, at %s) and has been written to since, "+
+			"so what committed after the restore point takes positions the checkpoint says were relayed, and streaming from the checkpoint would skip it. "+
+			"The events the relay published from the old history after the restore point are in Kafka but no longer in the database. "+
+			"The slot still holds every change committed here since its position", slot.confirmed)
 	case CauseForeign:
 		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
 			known.Key.Database, name, known.Key.SystemID, s.identity.SystemID)
@@ -150,7 +208,6 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 			" (their id headers let consumers drop repeats; see docs/guarantees.md#recovering-the-gap-outboxrelay-backfill)", attrs...)
 		return nil
 	}
-	s.lostSlot.Store(true)
 	err := &SlotLostError{Slot: name, Cause: cause, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
 		"To go on: stop the relay and run outboxrelay backfill --after-checkpoint with its configuration, which publishes the outbox rows of the gap that the table still holds "+
 		"(their id headers let consumers drop repeats) and leaves the slot and checkpoint where the relay carries on, then start the relay; "+

@@ -29,6 +29,10 @@ func TestJudgeSlot(t *testing.T) {
 		{"invalidated without one", slotState{exists: true, lost: true}, nil, slotLost, CauseInvalidated},
 		{"another cluster's checkpoint, no slot", slotState{}, foreign, slotLost, CauseForeign},
 		{"another cluster's checkpoint, a slot", slotState{exists: true, confirmed: 10}, foreign, slotLost, CauseForeign},
+		{"slot behind, WAL past the checkpoint, replayed: the same history", slotState{exists: true, confirmed: 40, wal: 70}, at(50), useSlot, ""},
+		{"slot behind, WAL past the checkpoint, replayed: another history", slotState{exists: true, confirmed: 40, wal: 70, historyDiffers: true}, at(50), slotLost, CauseRestored},
+		{"another history, but the WAL short of the checkpoint: behind says more", slotState{exists: true, confirmed: 40, wal: 45, historyDiffers: true}, at(50), slotLost, CauseBehind},
+		{"another history of another cluster's checkpoint", slotState{exists: true, confirmed: 40, wal: 70, historyDiffers: true}, foreign, slotLost, CauseForeign},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, cause := judge(tc.slot, tc.known, self)

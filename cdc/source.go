@@ -46,6 +46,13 @@ type Source struct {
 	identity     Identity
 	saved        atomic.Uint64
 	lastAcked    atomic.Pointer[ackedTxn]
+	// lastTxn is the last transaction received from the slot whose end
+	// Kafka has, with everything before it (history.go): raised before
+	// acked in the same callback, so that it is never behind a checkpoint
+	// that acked gives.
+	lastTxn atomic.Pointer[connector.CheckpointTxn]
+	// history is what the last replay of the slot found (history.go).
+	history *historyFinding
 	events       atomic.Int64 // events acknowledged by this process
 	eventsBase   int64        // events the checkpoint counted before
 	lastSave     time.Time
@@ -64,6 +71,9 @@ type Source struct {
 	// one stopped the source (slotloss.go).
 	slotLosses atomic.Int64
 	lostSlot   atomic.Bool
+	lossMu     sync.Mutex
+	lossCounts map[SlotLossCause]int64
+	lostCause  SlotLossCause
 	// backfill is set for a backfill (backfill.go); nil for a relay.
 	backfill *backfillState
 
@@ -298,8 +308,16 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 		if pos.fresh {
 			s.acked.Store(uint64(pos.lsn))
 			s.saved.Store(0)
+			// The relay reads everything the slot sends from here.
+			s.lastTxn.Store(nil)
+			s.noteTxn(&connector.CheckpointTxn{EndLSN: uint64(pos.lsn)})
 		} else {
 			s.advance(pos.lsn)
+			if s.lastTxn.Load() == nil {
+				// A checkpoint without last_txn (version 1), or none:
+				// what the relay reads from here on proves the history.
+				s.noteTxn(&connector.CheckpointTxn{EndLSN: s.acked.Load()})
+			}
 		}
 		cp, ok := s.Checkpoint()
 		if snap == nil && ok && cp.SnapshotPending {
@@ -392,6 +410,7 @@ type stream struct {
 
 	// The transaction being received.
 	inTxn      bool
+	xid        uint32
 	commitTime time.Time
 	// serverTime is the send time of the last XLogData, and stages the
 	// times of the transaction being received (connector.Stages).
@@ -585,6 +604,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	case *pglogrepl.BeginMessage:
 		st.inTxn = true
 		st.skipTxn = m.FinalLSN < st.skipBefore
+		st.xid = m.Xid
 		st.commitTime = m.CommitTime
 		st.stages = connector.Stages{Sent: st.serverTime, Received: time.Now()}
 		st.origin = "commit " + m.FinalLSN.String()
@@ -600,14 +620,16 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	case *pglogrepl.CommitMessage:
 		st.inTxn = false
 		end := m.TransactionEndLSN
+		proof := &connector.CheckpointTxn{Xid: st.xid, CommitLSN: uint64(m.CommitLSN), EndLSN: uint64(end), CommitTime: st.commitTime}
 		if st.txnEvents == 0 && st.src.acked.Load() >= uint64(st.emitted) {
 			// Nothing of ours, nothing in flight: confirmable at once.
+			st.src.noteTxn(proof)
 			st.src.advance(end)
 			st.emitted = max(st.emitted, end)
 			return st.markIdle(ctx)
 		}
 		src, n := st.src, int64(st.txnEvents)
-		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID}
+		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID, proof: proof}
 		if src.recorder != nil {
 			st.eventsAt += n
 			mark, done := src.markFuncs(txn, st.eventsAt, n, false)
@@ -621,6 +643,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 			if err == nil {
 				src.lastAcked.Store(txn)
 				src.events.Add(n)
+				src.noteTxn(proof)
 				src.advance(end)
 			}
 		}); err != nil {

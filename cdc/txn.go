@@ -38,6 +38,9 @@ func (s *Source) markFuncs(txn *ackedTxn, events, n int64, snapshotPending bool)
 
 			SnapshotPending: snapshotPending,
 		}
+		if txn.proof != nil && txn.proof.EndLSN <= uint64(txn.end) {
+			cp.LastTxn = *txn.proof
+		}
 		built = &cp
 		return s.recorder.Message(cp)
 	}
@@ -49,6 +52,9 @@ func (s *Source) markFuncs(txn *ackedTxn, events, n int64, snapshotPending bool)
 			s.lastAcked.Store(txn)
 		}
 		s.events.Add(n)
+		if txn.proof != nil {
+			s.noteTxn(txn.proof)
+		}
 		s.advance(txn.end)
 		for {
 			cur := s.saved.Load()
@@ -66,7 +72,7 @@ func (s *Source) markFuncs(txn *ackedTxn, events, n int64, snapshotPending bool)
 // markAt is a transaction-less mark at lsn: the last acknowledged
 // transaction's commit time and event id, the position lsn.
 func (s *Source) markAt(lsn pglogrepl.LSN) *ackedTxn {
-	t := &ackedTxn{end: lsn}
+	t := &ackedTxn{end: lsn, proof: s.lastTxn.Load()}
 	if last := s.lastAcked.Load(); last != nil {
 		t.commit, t.lastID = last.commit, last.lastID
 	} else if cp, ok := s.Checkpoint(); ok {

@@ -25,14 +25,17 @@ var (
 		"1 while the relay waits, as a standby, for another session to let go of the replication slot (cdc only).", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
 		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
-	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total",
-		"Replication slots found gone or invalidated while the relay knew its position in them: events committed in between may be missing (cdc.on_slot_loss).", nil, nil)
-	slotLostDesc = prometheus.NewDesc(Namespace+"_replication_slot_lost",
-		"1 when a lost replication slot stopped the relay (cdc.on_slot_loss fail): events may be missing, and it relays nothing until someone acts (docs/guarantees.md#a-lost-replication-slot).", nil, nil)
-	confirmedDesc = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
+	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total", slotLossesHelp, []string{"cause"}, nil)
+	slotLostDesc   = prometheus.NewDesc(Namespace+"_replication_slot_lost", slotLostHelp, []string{"cause"}, nil)
+	confirmedDesc  = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
 		"The LSN up to which Kafka has acknowledged everything and a checkpoint holds it, as a number; the relay confirms it to the replication slot (cdc only).", nil, nil)
 	backlogErrDesc = prometheus.NewDesc(Namespace+"_backlog_query_errors",
 		"1 when the last scrape could not count the unpublished rows (poller only).", nil, nil)
+)
+
+const (
+	slotLossesHelp = "Replication slots that could not carry on from the relay's checkpoint, by cause (dropped, invalidated, ahead, another cluster, server behind, restored): events committed in between may be missing (cdc.on_slot_loss)."
+	slotLostHelp   = "1 when a lost replication slot stopped the relay (cdc.on_slot_loss fail), with its cause: events may be missing, and it relays nothing until someone acts (docs/guarantees.md#a-lost-replication-slot); 0, with no cause, otherwise."
 )
 
 // relayCollector exports the numbers read at scrape time: the in-flight
@@ -104,12 +107,21 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.CounterValue, float64(stats.skips.SkippedChanges()))
 	}
 	if stats.slotLosses != nil {
-		ch <- prometheus.MustNewConstMetric(slotLossesDesc, prometheus.CounterValue, float64(stats.slotLosses.SlotLosses()))
-		lost := 0.0
+		lost, cause := 0.0, ""
+		if causer, ok := stats.slotLosses.(SlotLossCauser); ok {
+			for c, n := range causer.SlotLossesByCause() {
+				ch <- prometheus.MustNewConstMetric(slotLossesDesc, prometheus.CounterValue, float64(n), c)
+			}
+			cause = causer.SlotLostCause()
+		} else {
+			ch <- prometheus.MustNewConstMetric(slotLossesDesc, prometheus.CounterValue, float64(stats.slotLosses.SlotLosses()), "")
+		}
 		if stats.slotLosses.SlotLost() {
 			lost = 1
+		} else {
+			cause = ""
 		}
-		ch <- prometheus.MustNewConstMetric(slotLostDesc, prometheus.GaugeValue, lost)
+		ch <- prometheus.MustNewConstMetric(slotLostDesc, prometheus.GaugeValue, lost, cause)
 	}
 	if stats.lsn != nil {
 		ch <- prometheus.MustNewConstMetric(confirmedDesc, prometheus.GaugeValue, float64(stats.lsn.ConfirmedLSN()))

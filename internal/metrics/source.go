@@ -32,6 +32,17 @@ type SlotLossCounter interface {
 	SlotLost() bool
 }
 
+// SlotLossCauser is a [SlotLossCounter] that knows why its slot was lost
+// (the CDC source): the metrics then carry a cause label.
+type SlotLossCauser interface {
+	// SlotLossesByCause is SlotLosses per cause, with every cause the
+	// source knows, most at 0, so that a first loss is an increase.
+	SlotLossesByCause() map[string]int64
+	// SlotLostCause is the cause of the loss that stopped the source;
+	// empty when none did.
+	SlotLostCause() string
+}
+
 // LSNConfirmer is a source that reads a replication slot (the CDC source).
 type LSNConfirmer interface {
 	// ConfirmedLSN is the position up to which Kafka has acknowledged
