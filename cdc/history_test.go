@@ -24,7 +24,9 @@ func TestHistoryCheck(t *testing.T) {
 		commit    pglogrepl.LSN
 		time      time.Time
 	}
-	txn := func(xid uint32, commit pglogrepl.LSN, t time.Time) sent { return sent{xid: xid, commit: commit, time: t} }
+	txn := func(xid uint32, commit pglogrepl.LSN, t time.Time) sent {
+		return sent{xid: xid, commit: commit, time: t}
+	}
 	ka := func(lsn pglogrepl.LSN) sent { return sent{keepalive: lsn} }
 	for _, tc := range []struct {
 		name  string

@@ -52,11 +52,11 @@ type Source struct {
 	// that acked gives.
 	lastTxn atomic.Pointer[connector.CheckpointTxn]
 	// history is what the last replay of the slot found (history.go).
-	history *historyFinding
-	events       atomic.Int64 // events acknowledged by this process
-	eventsBase   int64        // events the checkpoint counted before
-	lastSave     time.Time
-	needMark     bool // exactly once: commit a checkpoint before streaming
+	history    *historyFinding
+	events     atomic.Int64 // events acknowledged by this process
+	eventsBase int64        // events the checkpoint counted before
+	lastSave   time.Time
+	needMark   bool // exactly once: commit a checkpoint before streaming
 	// snapshotting: the rows of cdc.snapshot initial are not all in
 	// Kafka yet, and the checkpoint holds at the slot's consistent point.
 	snapshotting atomic.Bool
