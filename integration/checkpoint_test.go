@@ -400,8 +400,11 @@ func TestCDCSlotLostHoldsNotReady(t *testing.T) {
 	a = launchApp(t, env)
 	a.waitStatus(t, "/readyz", http.StatusServiceUnavailable, time.Minute, "relaying stopped", "is gone")
 	a.waitMetric(t, "outboxrelay_replication_slot_lost", 30*time.Second, "1", func(v float64) bool { return v == 1 })
-	if v := a.metric(t, "outboxrelay_replication_slot_losses_total"); v != 1 {
-		t.Errorf("outboxrelay_replication_slot_losses_total = %v, want 1", v)
+	if v, _ := value(a.scrape(t), "outboxrelay_replication_slot_losses_total", "cause", string(cdc.CauseDropped)); v != 1 {
+		t.Errorf("outboxrelay_replication_slot_losses_total{cause=%q} = %v, want 1", cdc.CauseDropped, v)
+	}
+	if v, _ := value(a.scrape(t), "outboxrelay_replication_slot_lost", "cause", string(cdc.CauseDropped)); v != 1 {
+		t.Errorf("outboxrelay_replication_slot_lost{cause=%q} = %v, want 1", cdc.CauseDropped, v)
 	}
 	if code, body := a.get(t, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d %s; a relay held on a lost slot is alive", code, body)
