@@ -176,7 +176,7 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 		why = fmt.Sprintf("this server has the same system identifier and WAL past the checkpoint, but another history: it was restored from a backup or file copy taken before the checkpoint (with the slot as the copy left it, at %s) and has been written to since, "+
 			"so what committed after the restore point takes positions the checkpoint says were relayed, and streaming from the checkpoint would skip it. "+
 			"The events the relay published from the old history after the restore point are in Kafka but no longer in the database. "+
-			"The slot still holds every change committed here since its position", slot.confirmed)
+			"The slot still holds every change committed here since its position, so cdc.on_slot_loss: recreate, which goes on from the slot as it is, relays them all (those before the restore point again) with no gap", slot.confirmed)
 	case CauseForeign:
 		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
 			known.Key.Database, name, known.Key.SystemID, s.identity.SystemID)

@@ -111,6 +111,8 @@ func TestDashboard(t *testing.T) {
 		"restarts":                "outboxrelay_source_restarts_total",
 		"active (slot streaming)": "outboxrelay_replication_slot_active",
 		"active (source running)": "outboxrelay_source_up",
+		"slot lost, by cause":     "outboxrelay_replication_slot_losses_total",
+		"stopped on a lost slot":  "outboxrelay_replication_slot_lost",
 	} {
 		if !strings.Contains(exprs.String(), metric+"{") {
 			t.Errorf("the dashboard does not show %s (%s)", what, metric)
