@@ -197,6 +197,12 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 			return err
 		}
 		if err := s.startReplication(ctx, conn, start); err != nil {
+			// Kafka may have the snapshot's last rows already: a backfill
+			// stops the source as soon as it does, which is often before
+			// the stream has started. Without a save here the checkpoint
+			// would still say the snapshot is pending, and the next start
+			// would publish the whole table again.
+			s.saveLast(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -216,12 +222,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	defer cancel()
 	var cpErr *checkpointError
 	if !errors.As(err, &cpErr) {
-		// What Kafka acknowledged while the stream wound down, so the
-		// next start repeats as little as it can.
-		if serr := s.save(finalCtx); serr != nil {
-			s.log.Warn("could not save the last checkpoint; the next start publishes the events after the previous one again",
-				"slot", s.cfg.Slot, "checkpoint_lsn", s.ConfirmedLSN(), "acknowledged_lsn", s.AcknowledgedLSN(), "err", serr)
-		}
+		s.saveLast(ctx)
 	}
 	var dead *deadConnError
 	if errors.As(err, &dead) {
@@ -243,6 +244,17 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return nil
 	}
 	return err
+}
+
+// saveLast saves what Kafka acknowledged as the source stops, so that the
+// next start repeats as little as it can.
+func (s *Source) saveLast(ctx context.Context) {
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.save(finalCtx); err != nil {
+		s.log.Warn("could not save the last checkpoint; the next start publishes the events after the previous one again",
+			"slot", s.cfg.Slot, "checkpoint_lsn", s.ConfirmedLSN(), "acknowledged_lsn", s.AcknowledgedLSN(), "err", err)
+	}
 }
 
 // connect prepares the slot, waits while another session holds it, opens

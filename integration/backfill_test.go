@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -281,3 +286,137 @@ func TestBackfillInterrupted(t *testing.T) {
 	rep := c.check(t, rows, partitions)
 	t.Logf("second backfill: %+v; %d records for %d events: %d repeated", res, rep.records, len(rows), rep.duplicates)
 }
+
+// The early end of issue 25: a backfill whose last rows Kafka acknowledges
+// before its replication stream has started stops at once (its work is
+// done), and used to return without the checkpoint that says the rows are
+// all in Kafka, leaving the one it wrote when it created the slot, with
+// the snapshot pending. The relay started next published the whole table
+// again. Here a proxy holds the backfill's START_REPLICATION for good, so
+// Kafka always acknowledges first; five backfill-then-restart rounds in a
+// row, none of them publishes the table again, and nothing is lost.
+func TestBackfillHandsOverWhenKafkaAcksFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	slotCfg := fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, slotCfg))
+	hold, holdURL := newStartReplicationHold(t, url)
+	held := writeTemp(t, "backfill.yaml", yamlConfig(holdURL, brokers, slotCfg))
+	c := newCollector(t, brokers, "outbox.event.order")
+	w := workload{table: "outbox", writers: 1, aggregates: 4, events: 20, txnSize: 2}
+
+	p := startBinary(t, []string{"run", "--config", cfg})
+	waitSlotActive(ctx, t, pool, name)
+	w.write(ctx, t, pool)
+	c.waitFor(t, readRows(ctx, t, pool, "outbox"), time.Minute)
+	for round := 1; round <= 5; round++ {
+		if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+			t.Fatalf("round %d: exit code %d after SIGTERM", round, code)
+		}
+		dropStoppedSlot(ctx, t, pool, name)
+		w.seqBase += w.events / w.aggregates
+		w.write(ctx, t, pool)
+		rows := readRows(ctx, t, pool, "outbox")
+
+		heldBefore := hold.count()
+		out, err := exec.Command(binary(t), "backfill", "--config", held, "--after-checkpoint", "--timestamp-column", "created_at").CombinedOutput()
+		if err != nil {
+			t.Fatalf("round %d: backfill: %v\n%s", round, err, out)
+		}
+		if hold.count() == heldBefore || strings.Contains(string(out), "replication started") {
+			t.Fatalf("round %d: the backfill's replication started; the test's premise, that Kafka acknowledges first, does not hold:\n%s", round, out)
+		}
+		if !strings.Contains(string(out), "Start the relay") {
+			t.Fatalf("round %d: the backfill's report does not say to start the relay:\n%s", round, out)
+		}
+
+		p = startBinary(t, []string{"run", "--config", cfg})
+		waitSlotActive(ctx, t, pool, name)
+		c.waitFor(t, rows, time.Minute)
+		if log := p.out.String(); strings.Contains(log, "publishing the table again") || strings.Contains(log, "replication slot lost") {
+			t.Fatalf("round %d: the relay started after the backfill did not carry on from the checkpoint it left:\n%s\nthe backfill said:\n%s", round, log, out)
+		}
+	}
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	rows := readRows(ctx, t, pool, "outbox")
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	t.Logf("%d records for %d events: %d repeated", rep.records, len(rows), rep.duplicates)
+}
+
+// startReplicationHold is a TCP proxy to PostgreSQL that passes everything
+// but a START_REPLICATION command, which it holds for good: a replication
+// stream through it never starts.
+type startReplicationHold struct {
+	held atomic.Int64
+}
+
+func newStartReplicationHold(t *testing.T, pgURL string) (*startReplicationHold, string) {
+	t.Helper()
+	u, err := url.Parse(pgURL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the proxy needs a postgres:// URL with a host, got %q: %v", pgURL, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("cannot listen on loopback for the proxy: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	h := &startReplicationHold{}
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go h.serve(client, u.Host)
+		}
+	}()
+	via := *u
+	via.Host = ln.Addr().String()
+	return h, via.String()
+}
+
+func (h *startReplicationHold) serve(client net.Conn, target string) {
+	defer client.Close()
+	server, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		_, _ = io.Copy(client, server)
+		client.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	holding := false
+	for {
+		n, err := client.Read(buf)
+		// A simple query is one write of the client's, so the command is
+		// not split across reads.
+		if n > 0 && !holding && bytes.Contains(buf[:n], []byte("START_REPLICATION")) {
+			holding = true
+			h.held.Add(1)
+		}
+		if n > 0 && !holding {
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (h *startReplicationHold) count() int64 { return h.held.Load() }
