@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +37,15 @@ import (
 // as in the snapshot.
 //
 // Which rows: those committed at or after Since (by default the
-// checkpoint's commit time), told by a timestamp column the application
-// writes (with a margin, since a row's insert time comes before its
-// commit), else by the commit timestamps the server keeps with
-// track_commit_timestamp; or every row. Rows deleted since they were
-// committed cannot come back: nothing outside the WAL kept them.
+// checkpoint's commit time), told by the commit timestamps the server
+// keeps with track_commit_timestamp when it does, else by a timestamp
+// column the application writes (with a margin, since a row's insert
+// time comes before its commit); or every row. The commit timestamps are
+// a bound from the database itself: what they choose beyond the gap is
+// the second before the checkpoint's last event, not the margin's
+// minutes. The column then serves only for rows whose commit time the
+// server does not know. Rows deleted since they were committed cannot
+// come back: nothing outside the WAL kept them.
 
 // Backfill says which outbox rows a backfill publishes.
 type Backfill struct {
@@ -80,6 +86,40 @@ type BackfillResult struct {
 	// NothingMissed: asked for the rows after the checkpoint, it found the
 	// slot carrying on from it, and published nothing.
 	NothingMissed bool
+	// Repeats are the rows published that were committed, or inserted,
+	// before Since, so that Kafka may have had them already, by why they
+	// were chosen. None with All, where every row before the checkpoint
+	// is one.
+	Repeats []BackfillRepeats
+}
+
+// BackfillRepeats is a count of rows a backfill published that Kafka may
+// have had already, and why it chose them.
+type BackfillRepeats struct {
+	Rows int
+	Why  string
+}
+
+// RepeatsWords says what Repeats holds, for a log line or a report:
+// "12 committed ...; 3 whose ...", or "none".
+func (r BackfillResult) RepeatsWords() string {
+	if len(r.Repeats) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(r.Repeats))
+	for i, x := range r.Repeats {
+		parts[i] = fmt.Sprintf("%d %s", x.Rows, x.Why)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RepeatedRows is the number of rows in Repeats.
+func (r BackfillResult) RepeatedRows() int {
+	n := 0
+	for _, x := range r.Repeats {
+		n += x.Rows
+	}
+	return n
 }
 
 // WithBackfill makes the source a backfill (see [Backfill]): it publishes
@@ -104,10 +144,10 @@ type backfillState struct {
 	once     sync.Once
 }
 
-func (b *backfillState) done(rows int) {
+func (b *backfillState) done(rows int, repeats []BackfillRepeats) {
 	b.once.Do(func() {
 		b.finished.Store(true)
-		b.result.Rows = rows
+		b.result.Rows, b.result.Repeats = rows, repeats
 		if b.Done != nil {
 			b.Done(b.result)
 		}
@@ -159,7 +199,7 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 		if b.Since.IsZero() && !b.All && !kp.SnapshotPending {
 			s.log.Info("the slot carries on from the checkpoint: no event was missed, nothing to backfill", attrs...)
 			b.result.NothingMissed = true
-			b.done(0)
+			b.done(0, nil)
 			return slotPosition{lsn: slot.confirmed}, nil
 		}
 		b.job = job
@@ -195,7 +235,29 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 type rowFilter struct {
 	where string
 	args  [][]byte
+	// repeat, when set, is an SQL expression over the same parameters
+	// that tells, for a row chosen, whether Kafka may have it already: 0
+	// when it was committed after the point chosen from, else 1 + the
+	// index in reasons of why it was chosen all the same.
+	repeat  string
+	reasons []string
 }
+
+// param adds a parameter to f, returning its placeholder cast to typ.
+func (f *rowFilter) param(v, typ string) string {
+	f.args = append(f.args, []byte(v))
+	return fmt.Sprintf("$%d::%s", len(f.args), typ)
+}
+
+// commitTimeSkew is how far before the checkpoint's commit time a backfill
+// by commit timestamps reaches. A transaction takes its commit timestamp
+// just before it writes its commit record, so two that commit at once may
+// write their records in the other order, and a clock may be set back a
+// little: a transaction stamped a moment before the checkpoint's last one
+// may still come after it in the WAL, which is the order the relay reads.
+// What is stamped this close before is published again rather than proved
+// to be in Kafka.
+const commitTimeSkew = time.Second
 
 // backfillFilter is the filter that chooses the rows of t committed at or
 // after since, and those words for the log.
@@ -204,44 +266,238 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 	if b.All {
 		return rowFilter{}, "every row in the table", nil
 	}
-	from := since.Add(-b.Margin)
-	if col := b.TimestampColumn; col != "" {
-		var typ string
-		err := conn.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
-			FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
-			t.schema, t.name, col).Scan(&typ)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rowFilter{}, "", connector.Permanent(fmt.Errorf("outbox table %s has no column %q to choose the rows to backfill by", t, col))
-		}
-		if err != nil {
-			return rowFilter{}, "", classify("read the timestamp column's type", err)
-		}
-		id := pgx.Identifier{col}.Sanitize()
-		words := fmt.Sprintf("rows whose %s is at or after %s (%s before %s, as a row is inserted before it commits)",
-			col, from.UTC().Format(time.RFC3339Nano), b.Margin, since.UTC().Format(time.RFC3339Nano))
-		switch typ {
-		case "timestamp with time zone", "timestamp without time zone":
-			// A timestamp without time zone compares in the session's
-			// TimeZone, as now() wrote it.
-			return rowFilter{id + " >= $1::timestamptz", [][]byte{[]byte(from.Format(time.RFC3339Nano))}}, words, nil
-		case "bigint":
-			return rowFilter{id + " >= $1::int8", [][]byte{[]byte(strconv.FormatInt(from.UnixMilli(), 10))}}, words + " (milliseconds since the epoch)", nil
-		}
-		return rowFilter{}, "", connector.Permanent(fmt.Errorf("column %q of %s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t, typ))
-	}
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
 		return rowFilter{}, "", classify("read track_commit_timestamp", err)
 	}
-	if track != "on" {
-		return rowFilter{}, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s were committed: name a column the application sets to the insert time (--timestamp-column), "+
-			"or publish every row in the table (--all; consumers drop the repeats by id); "+
-			"track_commit_timestamp = on would let it read commit times, but only of transactions committed after it is set", t))
+	var col *timestampColumn
+	if b.TimestampColumn != "" {
+		c, err := s.readTimestampColumn(ctx, conn, t, b.TimestampColumn)
+		if err != nil {
+			return rowFilter{}, "", err
+		}
+		col = &c
 	}
-	// A row whose commit time the server no longer knows (frozen, or
-	// committed before track_commit_timestamp was on) is published too:
-	// a repeat costs less than a loss.
-	return rowFilter{"coalesce(pg_xact_commit_timestamp(xmin) >= $1::timestamptz, true)", [][]byte{[]byte(since.Format(time.RFC3339Nano))}},
-		fmt.Sprintf("rows committed at or after %s (track_commit_timestamp), and rows whose commit time the server no longer knows", since.UTC().Format(time.RFC3339Nano)), nil
+	from := since.Add(-b.Margin)
+	at := since.UTC().Format(time.RFC3339Nano)
+	var f rowFilter
+	if track != "on" {
+		if col == nil {
+			return rowFilter{}, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s were committed: name a column the application sets to the insert time (--timestamp-column), "+
+				"or publish every row in the table (--all; consumers drop the repeats by id); "+
+				"track_commit_timestamp = on would let it read commit times, but only of transactions committed after it is set", t))
+		}
+		f.where = col.atOrAfter(&f, from)
+		f.repeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 1 END", col.atOrAfter(&f, since))
+		f.reasons = []string{fmt.Sprintf("inserted before %s, within --margin %s of it (a row is inserted before it commits, so the time of a row's insert does not tell whether Kafka has it)", at, b.Margin)}
+		words := fmt.Sprintf("rows whose %s is at or after %s (%s before %s, as a row is inserted before it commits)",
+			col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, at)
+		return f, words + col.unit, nil
+	}
+	// A row whose commit time the server no longer knows (committed
+	// before track_commit_timestamp was on, or too long ago) is chosen by
+	// the column when there is one, else published whatever its age: a
+	// repeat costs less than a loss.
+	const ts = "pg_xact_commit_timestamp(xmin)"
+	unknown, unknownWhy := "true", "whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago), which are published whatever their age"
+	unknownRepeat := "2"
+	words := fmt.Sprintf("rows committed at or after %s (track_commit_timestamp; %s earlier, as commit times may be out of commit order by a little), and rows whose commit time the server does not know",
+		since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew)
+	f.where = fmt.Sprintf("coalesce(%s >= %s, ", ts, f.param(since.Add(-commitTimeSkew).Format(time.RFC3339Nano), "timestamptz"))
+	if col != nil {
+		unknown = col.atOrAfter(&f, from)
+		unknownRepeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 2 END", col.atOrAfter(&f, since))
+		unknownWhy = fmt.Sprintf("whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago) and that were inserted before %s, within --margin %s of it", at, b.Margin)
+		words = fmt.Sprintf("rows committed at or after %s (track_commit_timestamp; %s earlier, as commit times may be out of commit order by a little), and rows whose commit time the server does not know and whose %s is at or after %s (--margin %s before)%s",
+			since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew, col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, col.unit)
+	}
+	f.where += unknown + ")"
+	f.repeat = fmt.Sprintf("CASE WHEN %s IS NULL THEN %s WHEN %s <= %s THEN 1 ELSE 0 END", ts, unknownRepeat, ts, f.param(since.Format(time.RFC3339Nano), "timestamptz"))
+	f.reasons = []string{
+		fmt.Sprintf("committed in the %s up to %s, or at it, which the commit times cannot tell from the gap: they may be out of commit order by a little", commitTimeSkew, at),
+		unknownWhy,
+	}
+	return f, words, nil
 }
+
+// timestampColumn is a column the application sets to the insert time.
+type timestampColumn struct {
+	name string
+	// bigint: milliseconds since the epoch; else a timestamp.
+	bigint bool
+	unit   string // words for the log
+}
+
+// readTimestampColumn looks up the column of t that a backfill chooses
+// rows by, and checks its type.
+func (s *Source) readTimestampColumn(ctx context.Context, conn *pgx.Conn, t table, col string) (timestampColumn, error) {
+	var typ string
+	err := conn.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
+		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
+		t.schema, t.name, col).Scan(&typ)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return timestampColumn{}, connector.Permanent(fmt.Errorf("outbox table %s has no column %q to choose the rows to backfill by", t, col))
+	}
+	if err != nil {
+		return timestampColumn{}, classify("read the timestamp column's type", err)
+	}
+	switch typ {
+	case "timestamp with time zone", "timestamp without time zone":
+		return timestampColumn{name: col}, nil
+	case "bigint":
+		return timestampColumn{name: col, bigint: true, unit: " (milliseconds since the epoch)"}, nil
+	}
+	return timestampColumn{}, connector.Permanent(fmt.Errorf("column %q of %s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t, typ))
+}
+
+// atOrAfter is the condition that the column is at or after at, adding
+// its parameter to f.
+func (c timestampColumn) atOrAfter(f *rowFilter, at time.Time) string {
+	id := pgx.Identifier{c.name}.Sanitize()
+	if c.bigint {
+		return id + " >= " + f.param(strconv.FormatInt(at.UnixMilli(), 10), "int8")
+	}
+	// A timestamp without time zone compares in the session's TimeZone,
+	// as now() wrote it.
+	return id + " >= " + f.param(at.Format(time.RFC3339Nano), "timestamptz")
+}
+
+// A slot-loss error names the backfill command that works for the relay's
+// table, with the relay's own configuration flags, so that it can be run
+// as printed: by commit times when the server keeps them, else by a
+// column that holds each row's insert time (routing.timestamp_column, or
+// one whose default is the time of the insert), else every row.
+
+// BackfillAdvice is what a slot-loss error needs to name the backfill
+// command that works for this relay.
+type BackfillAdvice struct {
+	// ConfigFlags give the backfill the relay's configuration, as the
+	// relay was started: "--config /etc/outboxrelay/relay.yaml". Empty:
+	// the relay was configured by its environment alone.
+	ConfigFlags string
+	// TimestampColumn is the column the backfill reads the insert time
+	// from by default (routing.timestamp_column). Empty: none configured;
+	// the error then names one the table's catalog shows, if any.
+	TimestampColumn string
+}
+
+// WithBackfillAdvice tells the source how the relay was configured, for
+// the backfill command its slot-loss errors print.
+func WithBackfillAdvice(a BackfillAdvice) Option {
+	return func(s *Source) { s.recovery.BackfillAdvice = a }
+}
+
+// recovery is the backfill command a slot-loss error prints, worked out
+// when the loss is found.
+type recovery struct {
+	BackfillAdvice
+	// flags choose the rows ("--timestamp-column created_at", "--all"),
+	// and why says why they work for this table; both empty until
+	// adviseBackfill ran.
+	flags, why string
+	known      bool
+}
+
+// insertTimeDefault matches the default of a column that holds the time
+// its row was inserted.
+const insertTimeDefault = `(now|clock_timestamp|statement_timestamp|transaction_timestamp)\(\)|current_timestamp|localtimestamp`
+
+// adviseBackfill works out which backfill flags choose the rows of a gap
+// in this relay's tables. A failure to read the catalog leaves the advice
+// general: the error it goes into matters more.
+func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
+	r := &s.recovery
+	var track string
+	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
+		s.log.Debug("read track_commit_timestamp for the backfill advice", "err", err)
+		return
+	}
+	col, err := s.insertTimeColumn(ctx, conn)
+	if err != nil {
+		s.log.Debug("look for an insert-time column for the backfill advice", "err", err)
+		return
+	}
+	r.known = true
+	switch {
+	case track == "on" && col != "":
+		r.flags = "--timestamp-column " + shellWord(col)
+		r.why = fmt.Sprintf("track_commit_timestamp is on, so it chooses the rows by the commit times the server kept, and by %s, the insert time, those whose commit time the server does not know", col)
+	case track == "on":
+		r.flags = ""
+		r.why = "track_commit_timestamp is on, so it chooses the rows by the commit times the server kept"
+	case col != "":
+		r.flags = "--timestamp-column " + shellWord(col)
+		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event", col)
+	default:
+		r.flags = "--all"
+		r.why = "the table has no column holding each row's insert time and the server keeps no commit times (track_commit_timestamp is off), so only every row in the table is sure to hold the gap; " +
+			"with a column such as created_at timestamptz NOT NULL DEFAULT now() (routing.timestamp_column), or track_commit_timestamp on, a later backfill publishes only the gap"
+	}
+}
+
+// insertTimeColumn is the column every outbox table has that holds its
+// rows' insert time: routing.timestamp_column when it is set and there,
+// else the first timestamp or bigint column whose default is the time
+// of the insert; "" when there is none.
+func (s *Source) insertTimeColumn(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var common []string
+	for i, t := range s.tables {
+		rows, err := conn.Query(ctx, `SELECT a.attname
+			FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+			  AND format_type(a.atttypid, NULL) IN ('timestamp with time zone', 'timestamp without time zone', 'bigint')
+			  AND (a.attname = $3 OR pg_get_expr(d.adbin, d.adrelid) ~* $4)
+			ORDER BY a.attname <> $3, a.attnum`, t.schema, t.name, s.recovery.TimestampColumn, insertTimeDefault)
+		if err != nil {
+			return "", err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", err
+		}
+		if i == 0 {
+			common = names
+			continue
+		}
+		common = slices.DeleteFunc(common, func(n string) bool { return !slices.Contains(names, n) })
+	}
+	if len(common) == 0 {
+		return "", nil
+	}
+	return common[0], nil
+}
+
+// backfillCommand is the command line that backfills this relay's gap,
+// with how the rows are chosen (mode: "--after-checkpoint", "--since
+// TIME"), and why it works, for a slot-loss error.
+func (s *Source) backfillCommand(mode string) string {
+	r := s.recovery
+	if !r.known {
+		// The catalog could not be read: the error says what to choose.
+		cmd := strings.Join(nonEmpty("outboxrelay backfill", mode, r.ConfigFlags), " ")
+		return fmt.Sprintf("`%s` with the relay's environment, adding --timestamp-column naming the table's insert-time column unless the server has track_commit_timestamp on (else --all in place of %s)", cmd, mode)
+	}
+	if r.flags == "--all" {
+		mode = ""
+	}
+	cmd := strings.Join(nonEmpty("outboxrelay backfill", mode, r.flags, r.ConfigFlags), " ")
+	return fmt.Sprintf("`%s` with the relay's environment (%s)", cmd, r.why)
+}
+
+func nonEmpty(words ...string) []string {
+	return slices.DeleteFunc(words, func(w string) bool { return w == "" })
+}
+
+// shellWord quotes w for a POSIX shell when it needs it.
+func shellWord(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
+// ShellWord quotes w for a POSIX shell when it needs it, as the backfill
+// command in a slot-loss error is quoted.
+func ShellWord(w string) string { return shellWord(w) }

@@ -392,6 +392,7 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 	case useSlot:
 		return slotPosition{lsn: slot.confirmed}, nil
 	}
+	s.adviseBackfill(ctx, conn) // backfill.go: the command the error names
 	if err := s.reportLoss(slot, kp, cause); err != nil {
 		return slotPosition{}, err
 	}

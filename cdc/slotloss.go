@@ -204,14 +204,14 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 			since = known.CommitTime.UTC().Format(time.RFC3339Nano)
 		}
 		s.log.Error(msg+"; cdc.on_slot_loss is recreate, so the relay goes on from the slot as it is (creating one if it is gone) and checkpoints there. "+
-			"To publish the outbox rows of the gap that the table still holds, stop the relay and run outboxrelay backfill --since "+since+
-			" (their id headers let consumers drop repeats; see docs/guarantees.md#recovering-the-gap-outboxrelay-backfill)", attrs...)
+			"To publish the outbox rows of the gap that the table still holds, stop the relay and run "+s.backfillCommand("--since "+since)+
+			" (their id headers let consumers drop repeats; see docs/runbooks.md#outboxrelayslotlost)", attrs...)
 		return nil
 	}
 	err := &SlotLostError{Slot: name, Cause: cause, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
-		"To go on: stop the relay and run outboxrelay backfill --after-checkpoint with its configuration, which publishes the outbox rows of the gap that the table still holds "+
+		"To go on: stop the relay and run %s, which publishes the outbox rows of the gap that the table still holds "+
 		"(their id headers let consumers drop repeats) and leaves the slot and checkpoint where the relay carries on, then start the relay; "+
-		"or, to go on past the gap without them, start once with cdc.on_slot_loss: recreate. See docs/guarantees.md#recovering-the-gap-outboxrelay-backfill", msg)}
+		"or, to go on past the gap without them, start once with cdc.on_slot_loss: recreate. See docs/runbooks.md#outboxrelayslotlost", msg, s.backfillCommand("--after-checkpoint"))}
 	s.log.Error("replication slot lost; relaying stopped", append(attrs, "err", err.Error())...)
 	return connector.Permanent(err)
 }

@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,6 +134,9 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	s.log.Info(what, "slot", s.cfg.Slot, "tables", tables, "exported_snapshot", job.name != "")
 	var batch []connector.Event
 	bytes, total := 0, 0
+	// A backfill's rows that Kafka may have already, by why they were
+	// chosen, to report.
+	var repeats []BackfillRepeats
 	eventsAt := s.events.Load()
 	// send hands on the batch; the last one's Done, after every other
 	// snapshot batch's, says Kafka has them all. With exactly once every
@@ -153,7 +157,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 			}
 		}
 		if last {
-			inner, rows := done, total
+			inner, rows, repeats := done, total, repeats
 			done = func(err error) {
 				inner(err)
 				if err != nil {
@@ -161,8 +165,12 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 				}
 				s.snapshotting.Store(false)
 				if job.backfill {
-					s.log.Info("backfill published: Kafka acknowledged every row chosen", "slot", s.cfg.Slot, "rows", rows)
-					s.backfill.done(rows)
+					attrs := []any{"slot", s.cfg.Slot, "rows", rows}
+					if res := (BackfillResult{Repeats: repeats}); !s.backfill.All {
+						attrs = append(attrs, "repeated_rows", res.RepeatedRows(), "repeated_why", res.RepeatsWords())
+					}
+					s.log.Info("backfill published: Kafka acknowledged every row chosen", attrs...)
+					s.backfill.done(rows, repeats)
 					return
 				}
 				s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
@@ -182,7 +190,11 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		if job.backfill {
 			origin = "backfill of " + t.String()
 		}
-		if err := s.readTable(ctx, tx, t, job.filters[t], func(row []connector.Column) error {
+		f := job.filters[t]
+		if err := s.readTable(ctx, tx, t, f, func(row []connector.Column, repeat int) error {
+			if repeat > 0 && repeat <= len(f.reasons) {
+				repeats = countRepeat(repeats, f.reasons[repeat-1])
+			}
 			e := t.columns.NewEvent(row, now, origin)
 			e.Table = t.qualified
 			batch = append(batch, e)
@@ -203,11 +215,22 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	return send(true)
 }
 
+// countRepeat counts one more row chosen for why.
+func countRepeat(repeats []BackfillRepeats, why string) []BackfillRepeats {
+	for i := range repeats {
+		if repeats[i].Why == why {
+			repeats[i].Rows++
+			return repeats
+		}
+	}
+	return append(repeats, BackfillRepeats{Rows: 1, Why: why})
+}
+
 // readTable reads the rows of t that f chooses, oldest transaction first,
-// and hands each to row. A table's rows go in one query; the tables one
-// after the other, so events of one aggregate in two tables are in order
-// within each table only.
-func (s *Source) readTable(ctx context.Context, tx pgx.Tx, t table, f rowFilter, row func([]connector.Column) error) error {
+// and hands each to row, with f.repeat's value for it (0 without one). A
+// table's rows go in one query; the tables one after the other, so events
+// of one aggregate in two tables are in order within each table only.
+func (s *Source) readTable(ctx context.Context, tx pgx.Tx, t table, f rowFilter, row func(r []connector.Column, repeat int) error) error {
 	cols, err := snapshotColumns(ctx, tx, t.schema, t.name)
 	if err != nil {
 		return err
@@ -224,6 +247,10 @@ func (s *Source) readTable(ctx context.Context, tx pgx.Tx, t table, f rowFilter,
 	if f.where != "" {
 		where = " WHERE " + f.where
 	}
+	if f.repeat != "" {
+		names = append(names, "("+f.repeat+")::int4")
+		formats = append(formats, 0)
+	}
 	// age(xmin) orders by transaction id across wraparound; a frozen
 	// row's is the largest, so frozen (old) rows come first.
 	q := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY age(xmin) DESC, ctid", strings.Join(names, ", "), t.ident(), where)
@@ -239,7 +266,11 @@ func (s *Source) readTable(ctx context.Context, tx pgx.Tx, t table, f rowFilter,
 				r[i].Value = append([]byte{}, vals[i]...)
 			}
 		}
-		if err := row(r); err != nil {
+		repeat := 0
+		if f.repeat != "" && vals[len(cols)] != nil {
+			repeat, _ = strconv.Atoi(string(vals[len(cols)]))
+		}
+		if err := row(r, repeat); err != nil {
 			rr.Close()
 			return err
 		}

@@ -76,6 +76,9 @@ type Source struct {
 	lostCause  SlotLossCause
 	// backfill is set for a backfill (backfill.go); nil for a relay.
 	backfill *backfillState
+	// recovery is the backfill command a slot-loss error prints
+	// (backfill.go).
+	recovery recovery
 
 	// state is a sourceState: whether Run streams, waits for the slot,
 	// or neither. Run sets it; scrapes and probes read it.

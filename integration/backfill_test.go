@@ -7,15 +7,22 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -420,3 +427,235 @@ func (h *startReplicationHold) serve(client net.Conn, target string) {
 }
 
 func (h *startReplicationHold) count() int64 { return h.held.Load() }
+
+// printedBackfill is the backfill command line a slot-loss error prints,
+// between backquotes, as arguments for the binary: "outboxrelay" is the
+// program, the rest are run as they are.
+var printedBackfill = regexp.MustCompile("`outboxrelay (backfill [^`]*)`")
+
+func printedBackfillArgs(t *testing.T, where, text string) []string {
+	t.Helper()
+	m := printedBackfill.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("%s names no backfill command between backquotes:\n%s", where, text)
+	}
+	return strings.Fields(m[1])
+}
+
+// Item 3 of issue 25: the ERROR of a lost slot, in the log and in the body
+// of /readyz, names the backfill command that works for the table: by its
+// insert-time column, by commit times when the server keeps them, or
+// every row when it has neither. The test runs the command as printed,
+// with the built binary, then starts the relay: the gap arrives, and the
+// relay carries on from the slot and checkpoint the backfill left.
+func TestBackfillRunsTheCommandTheErrorPrints(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		trackCommit bool
+		column      string // DDL for an insert-time column; "" for none
+		want        []string
+		notWant     []string
+	}{
+		{name: "insert-time column", column: "created_at timestamptz NOT NULL DEFAULT now()",
+			want: []string{"--after-checkpoint", "--timestamp-column created_at"}, notWant: []string{"--all"}},
+		{name: "bigint insert time", column: "inserted_ms bigint NOT NULL DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint",
+			want: []string{"--after-checkpoint", "--timestamp-column inserted_ms"}, notWant: []string{"--all"}},
+		{name: "commit timestamps", trackCommit: true,
+			want: []string{"--after-checkpoint"}, notWant: []string{"--all", "--timestamp-column"}},
+		{name: "neither", want: []string{"--all"}, notWant: []string{"--after-checkpoint", "--timestamp-column"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := testenv.Postgres(t)
+			if tc.trackCommit {
+				url = testenv.PostgresServerWith(t, map[string]string{"track_commit_timestamp": "on"}).URL("postgres")
+			}
+			pool := connectPool(t, url)
+			createOutbox(t, pool, "outbox")
+			if tc.column != "" {
+				if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN `+tc.column); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, brokers := testenv.Kafka(t)
+			name := uniqueName(t)
+			cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+			c := newCollector(t, brokers, "outbox.event.order")
+			w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200, txnSize: 2}
+
+			p := startBinary(t, []string{"run", "--config", cfg})
+			waitSlotActive(ctx, t, pool, name)
+			w.write(ctx, t, pool)
+			c.waitFor(t, readRows(ctx, t, pool, "outbox"), time.Minute)
+			if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+				t.Fatalf("exit code %d after SIGTERM", code)
+			}
+			dropStoppedSlot(ctx, t, pool, name)
+			w.seqBase = w.events / w.aggregates
+			w.write(ctx, t, pool)
+			rows := readRows(ctx, t, pool, "outbox")
+
+			p = startBinary(t, []string{"run", "--config", cfg})
+			waitLog(t, p, "replication slot lost", time.Minute)
+			body := binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusServiceUnavailable, time.Minute, "relaying stopped")
+			args := printedBackfillArgs(t, "/readyz", body)
+			if logged := printedBackfillArgs(t, "the log", p.out.String()); !slices.Equal(logged, args) {
+				t.Errorf("the log names %q, /readyz %q", logged, args)
+			}
+			cmdLine := strings.Join(args, " ")
+			for _, w := range append(tc.want, "--config "+cfg) {
+				if !strings.Contains(cmdLine, w) {
+					t.Errorf("the printed command %q does not hold %q", cmdLine, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(cmdLine, w) {
+					t.Errorf("the printed command %q holds %q", cmdLine, w)
+				}
+			}
+			if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 1 {
+				t.Fatalf("exit code %d after SIGTERM of the relay that found the slot lost, want 1", code)
+			}
+
+			out, err := exec.Command(binary(t), args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("the printed command %q: %v\n%s", cmdLine, err, out)
+			}
+			t.Logf("%s:\n%s", cmdLine, lastLines(string(out), 1))
+			p = startBinary(t, []string{"run", "--config", cfg})
+			c.waitFor(t, rows, time.Minute)
+			waitSlotActive(ctx, t, pool, name)
+			if log := p.out.String(); strings.Contains(log, "publishing the table again") || strings.Contains(log, "replication slot lost") {
+				t.Errorf("the relay started after the backfill did not carry on from the checkpoint it left:\n%s", log)
+			}
+			if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+				t.Errorf("exit code %d after SIGTERM", code)
+			}
+			c.settle(300 * time.Millisecond)
+			c.check(t, rows, partitions)
+		})
+	}
+}
+
+// Issue 25's failover, as the slot-loss tests make it: writers go on at a
+// steady rate while the slot is lost under the running relay (a standby
+// promoted without it has the same rows and commit times, and no slot).
+// The relay stops with the ERROR; the command it prints is run while the
+// writers go on; the relay started after it carries on. With
+// track_commit_timestamp on, the backfill chooses rows by commit time, not
+// by the insert time minus a five-minute margin, which published again
+// every event of the last five minutes: the repeats stay under 10% of the
+// events written, and within what the backfill reported.
+func TestBackfillAfterFailoverRepeatsLittle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.PostgresServerWith(t, map[string]string{"track_commit_timestamp": "on"})
+	url := srv.URL("postgres")
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 100ms\n", name, name)))
+	c := newCollector(t, brokers, "outbox.event.order")
+
+	p := startBinary(t, []string{"run", "--config", cfg})
+	waitSlotActive(ctx, t, pool, name)
+	// Four writers, each a transaction of two events every 20ms: some 400
+	// events a second, for 20 seconds.
+	stopWriting := make(chan struct{})
+	written := steadyWriters(ctx, t, pool, 4, 2, 20*time.Millisecond, stopWriting)
+	time.Sleep(8 * time.Second)
+	dropSlotUnderRelay(ctx, t, pool, name)
+	waitLog(t, p, "replication slot lost", time.Minute)
+	args := printedBackfillArgs(t, "/readyz", binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusServiceUnavailable, time.Minute, "relaying stopped"))
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 1 {
+		t.Fatalf("exit code %d after SIGTERM of the relay that found the slot lost, want 1", code)
+	}
+	time.Sleep(4 * time.Second)
+	out, err := exec.Command(binary(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed command %q: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	p = startBinary(t, []string{"run", "--config", cfg})
+	time.Sleep(4 * time.Second)
+	close(stopWriting)
+	<-written
+	rows := readRows(ctx, t, pool, "outbox")
+	c.waitFor(t, rows, 2*time.Minute)
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	c.settle(300 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+
+	report := lastLines(string(out), 1)
+	published, repeated := backfillCounts(t, report)
+	t.Logf("%s\n%d events written, %d records: %d repeated (%.1f%%); the backfill published %d rows, %d of them reported as possible repeats",
+		report, len(rows), rep.records, rep.duplicates, 100*float64(rep.duplicates)/float64(len(rows)), published, repeated)
+	if rep.duplicates*10 >= len(rows) {
+		t.Errorf("%d of %d events arrived twice; want under 10%%", rep.duplicates, len(rows))
+	}
+	if rep.duplicates > repeated {
+		t.Errorf("%d events arrived twice, more than the %d the backfill reported it may repeat", rep.duplicates, repeated)
+	}
+}
+
+// backfillReport matches the counts in the backfill's report.
+var backfillReport = regexp.MustCompile(`published (\d+) outbox rows.* Of them, (\d+) may have been in Kafka already`)
+
+func backfillCounts(t *testing.T, report string) (published, repeated int) {
+	t.Helper()
+	m := backfillReport.FindStringSubmatch(report)
+	if m == nil {
+		t.Fatalf("the backfill's report does not say how many rows it published and how many may be repeats:\n%s", report)
+	}
+	published, _ = strconv.Atoi(m[1])
+	repeated, _ = strconv.Atoi(m[2])
+	return published, repeated
+}
+
+// steadyWriters commits, from each of n writers, a transaction of txnSize
+// events every interval until stop closes; the channel closes once they
+// have all stopped. Each writer has its own aggregates, numbered on.
+func steadyWriters(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n, txnSize int, interval time.Duration, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for wr := range n {
+		wg.Go(func() {
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			seq := map[int]int{}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					b := &pgx.Batch{}
+					for k := range txnSize {
+						a := wr + n*((i*txnSize+k)%5)
+						seq[a]++
+						b.Queue(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', $1, 'Happened', $2)`,
+							aggID(a), fmt.Sprintf(`{"aggregate": %q, "seq": %d, "pad": "%s"}`, aggID(a), seq[a], pad))
+					}
+					return tx.SendBatch(ctx, b).Close()
+				})
+				if err != nil {
+					t.Errorf("writer %d: %v", wr, err)
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return done
+}

@@ -23,13 +23,19 @@ and the checkpoint so that the relay's next start carries on with no gap:
 a missing or invalidated slot is created anew with a snapshot the rows are
 read in. Stop the relay first; start it again once this exits 0.
 
-Rows are chosen by a column the application sets to the insert time
-(--timestamp-column, default routing.timestamp_column), at or after TIME
-minus --margin, else by commit times when the server has
-track_commit_timestamp on; --all publishes every row. Rows deleted since
-they were committed cannot be published again.
+Rows are chosen by the commit times the server keeps when it has
+track_commit_timestamp on: those committed at or after TIME, and the
+second before it, as commit times may be out of commit order by a little.
+Else by a column the application sets to the insert time
+(--timestamp-column, default routing.timestamp_column): rows at or after
+TIME minus --margin. With both, the column chooses among the rows whose
+commit time the server does not know. --all publishes every row. The
+report says how many rows Kafka may have had already, and why they were
+chosen. Rows deleted since they were committed cannot be published again.
+The relay's slot-loss error prints the command line that works for its
+table.
 `,
-	docs: "docs/guarantees.md#recovering-the-gap-outboxrelay-backfill; docs/runbooks.md#outboxrelayslotlost",
+	docs: "docs/runbooks.md#outboxrelayslotlost; docs/guarantees.md#recovering-the-gap-outboxrelay-backfill",
 }
 
 // backfillCmd is `outboxrelay backfill`.
@@ -41,7 +47,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	since := fs.String("since", "", "rows committed at or after this time (RFC 3339, e.g. 2026-11-25T10:00:00Z)")
 	all := fs.Bool("all", false, "every row in the table")
 	column := fs.String("timestamp-column", "", "column holding each row's insert time (timestamptz, timestamp or bigint milliseconds); default routing.timestamp_column")
-	margin := fs.Duration("margin", cdc.DefaultBackfillMargin, "how far before the time --timestamp-column is read from, as a row is inserted before it commits")
+	margin := fs.Duration("margin", cdc.DefaultBackfillMargin, "how far before the time --timestamp-column is read from, as a row is inserted before it commits (unused for rows whose commit time the server keeps)")
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
@@ -95,7 +101,13 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if res.Cause != "" {
 		cause = fmt.Sprintf(" (the slot was %s)", res.Cause)
 	}
-	fmt.Fprintf(stdout, "outboxrelay backfill: published %d outbox rows%s: %s. Kafka has them all; %s, and the checkpoint is there. Start the relay: it carries on with no gap.\n",
-		res.Rows, cause, res.Selection, slot)
+	repeats := ""
+	if !res.Since.IsZero() {
+		// How much of it consumers get twice, and why the backfill could
+		// not leave those rows out.
+		repeats = fmt.Sprintf(" Of them, %d may have been in Kafka already (consumers drop them by id): %s.", res.RepeatedRows(), res.RepeatsWords())
+	}
+	fmt.Fprintf(stdout, "outboxrelay backfill: published %d outbox rows%s: %s.%s Kafka has them all; %s, and the checkpoint is there. Start the relay: it carries on with no gap.\n",
+		res.Rows, cause, res.Selection, repeats, slot)
 	return nil
 }

@@ -34,7 +34,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	logDebeziumNotes(log, notes)
-	return app.Run(ctx, cfg, log)
+	var flags []string
+	if *dbz != "" {
+		flags = append(flags, "--debezium-config", *dbz)
+	}
+	if *path != "" {
+		flags = append(flags, "--config", *path)
+	}
+	return app.Run(ctx, cfg, log, flags...)
 }
 
 var demoUsage = commandUsage{

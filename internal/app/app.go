@@ -31,9 +31,12 @@ var Version string
 func Build() buildinfo.Info { return buildinfo.Read(Version) }
 
 // Run relays until ctx is cancelled (a graceful stop, nil) or an error that
-// restarting cannot fix.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	return run(ctx, cfg, log, nil)
+// restarting cannot fix. configFlags are the command-line flags that gave
+// the relay its configuration ("--config", "relay.yaml"), so that a
+// slot-loss error names the backfill command to run with the same; none
+// when the environment alone did.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, configFlags ...string) error {
+	return run(ctx, cfg, log, nil, configFlags)
 }
 
 // Backfill publishes again, through the relay's routing and sink, the
@@ -54,7 +57,7 @@ func Backfill(ctx context.Context, cfg *config.Config, log *slog.Logger, b cdc.B
 		finished.Store(true)
 		stop() // a graceful stop: the last checkpoint is saved
 	}
-	if err := run(ctx, cfg, log, &b); err != nil {
+	if err := run(ctx, cfg, log, &b, nil); err != nil {
 		return cdc.BackfillResult{}, err
 	}
 	if !finished.Load() {
@@ -64,7 +67,7 @@ func Backfill(ctx context.Context, cfg *config.Config, log *slog.Logger, b cdc.B
 }
 
 // run relays, or with backfill set, backfills.
-func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cdc.Backfill) error {
+func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cdc.Backfill, configFlags []string) error {
 	// The last guard: no configured password reaches the log, whatever a
 	// library writes into an error (config/scrub.go).
 	log = slog.New(config.ScrubSecrets(log.Handler(), cfg.Secrets()))
@@ -132,7 +135,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
-		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version)}
+		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version),
+			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
 		}
@@ -239,4 +243,13 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// shellWords joins words into a command line a POSIX shell splits back.
+func shellWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = cdc.ShellWord(w)
+	}
+	return strings.Join(q, " ")
 }
