@@ -431,8 +431,8 @@ func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
 		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event", col)
 	default:
 		r.flags = "--all"
-		r.why = "the table has no column holding each row's insert time and the server keeps no commit times (track_commit_timestamp is off), so only every row in the table is sure to hold the gap; " +
-			"with a column such as created_at timestamptz NOT NULL DEFAULT now() (routing.timestamp_column), or track_commit_timestamp on, a later backfill publishes only the gap"
+		r.why = "the table has no column holding each row's insert time and the server keeps no commit times, track_commit_timestamp being off: only every row is sure to hold the gap. " +
+			"A column such as created_at timestamptz NOT NULL DEFAULT now(), or track_commit_timestamp on, lets a later backfill publish only the gap"
 	}
 }
 

@@ -103,7 +103,10 @@ func wantSlotLost(t *testing.T, err error, cause cdc.SlotLossCause, want ...stri
 	if lost.Cause != cause {
 		t.Errorf("cause %q, want %q", lost.Cause, cause)
 	}
-	for _, w := range append(want, "may never reach Kafka", "backfill --after-checkpoint", "cdc.on_slot_loss: recreate") {
+	// The outbox table of these tests has no insert-time column and the
+	// server keeps no commit times: the backfill that works publishes
+	// every row (TestBackfillRunsTheCommandTheErrorPrints runs it).
+	for _, w := range append(want, "may never reach Kafka", "`outboxrelay backfill --all`", "cdc.on_slot_loss: recreate") {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("the error does not say %q:\n%v", w, err)
 		}
@@ -177,7 +180,7 @@ func TestCDCCheckpointSlotDroppedWhileStopped(t *testing.T) {
 				}
 				c.waitFor(t, after, time.Minute)
 				r.stop(t)
-				for _, w := range []string{"level=ERROR", "is gone", "backfill --since " + cp.CommitTime.UTC().Format(time.RFC3339Nano), connector.FormatLSN(cp.EndLSN)} {
+				for _, w := range []string{"level=ERROR", "is gone", cp.CommitTime.UTC().Format(time.RFC3339Nano), "`outboxrelay backfill --all`", connector.FormatLSN(cp.EndLSN)} {
 					if !strings.Contains(logs.String(), w) {
 						t.Errorf("the log does not say %q:\n%s", w, logs.String())
 					}
