@@ -143,9 +143,9 @@ func quote(b *strings.Builder, name string) {
 }
 
 // Literal writes s as an SQL string literal. One with a backslash is an
-// E” string, whose meaning does not depend on standard_conforming_strings:
-// with that off, a backslash in a plain ” string would escape the closing
-// quote. Like [Quote], it holds no raw line break when s passes [Check].
+// E'...' string, whose meaning does not depend on
+// standard_conforming_strings: with that off, a backslash in a plain
+// '...' string would escape the closing quote. Like [Quote], it holds no raw line break when s passes [Check].
 func Literal(s string) string {
 	q := strings.ReplaceAll(s, "'", "''")
 	if strings.Contains(s, `\`) {
