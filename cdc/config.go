@@ -3,7 +3,9 @@ package cdc
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgident"
 )
 
 // Config is what a user sets for the CDC source.
@@ -157,31 +160,7 @@ func (c *Config) Validate() error {
 	if c.Table != "" && len(c.Tables) > 0 {
 		errs = append(errs, fmt.Errorf("outbox.table (%s) and outbox.tables (%s) are both set; give one", c.Table, strings.Join(c.Tables, ", ")))
 	}
-	seen := map[string]bool{}
-	for _, name := range c.tableNames() {
-		schema, name, err := SplitTable(name)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case seen[schema+"."+name]:
-			errs = append(errs, fmt.Errorf("outbox.tables: %s.%s is listed twice", schema, name))
-		}
-		seen[schema+"."+name] = true
-	}
-	if err := c.Columns.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	for name, m := range c.TableColumns {
-		if err := m.WithDefaults().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-	}
-	if !slotName.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("cdc.slot: %q is not a valid slot name; use 1 to 63 lower-case letters, digits and underscores", c.Slot))
-	}
-	if c.Publication == "" || len(c.Publication) > 63 {
-		errs = append(errs, fmt.Errorf("cdc.publication: %q must be 1 to 63 characters", c.Publication))
-	}
+	errs = append(errs, c.ValidateNames())
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
 	}
@@ -210,6 +189,59 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("cdc.max_batch_events (%d) and cdc.max_batch_bytes (%d) must not be negative", c.MaxBatchEvents, c.MaxBatchBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateNames reports every problem with the names c puts into SQL:
+// the tables, their columns, the slot and the publication. Each must be a
+// name PostgreSQL keeps as written, with no character that could end a
+// line of the SQL printed for it (init prints this source's).
+func (c *Config) ValidateNames() error {
+	var errs []error
+	key := "outbox.table"
+	if len(c.Tables) > 0 {
+		key = "outbox.tables"
+	}
+	seen := map[string]bool{}
+	for _, name := range c.tableNames() {
+		schema, table, err := SplitTable(name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case seen[schema+"."+table]:
+			errs = append(errs, fmt.Errorf("outbox.tables: %s.%s is listed twice", schema, table))
+		}
+		seen[schema+"."+table] = true
+		errs = append(errs, pgident.CheckKey(key, name, schema, table))
+	}
+	errs = append(errs, checkColumns("outbox.columns.", c.Columns))
+	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.TableColumns)) {
+		m := c.TableColumns[name].WithDefaults()
+		errs = append(errs, checkColumns(fmt.Sprintf("outbox.tables (%q) columns.", name), m))
+		if err := m.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if !slotName.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("cdc.slot: %q is not a valid slot name; use 1 to 63 lower-case letters, digits and underscores", c.Slot))
+	}
+	errs = append(errs, pgident.CheckKey("cdc.publication", c.Publication))
+	return errors.Join(errs...)
+}
+
+// checkColumns checks the names of m's columns, each under prefix plus
+// its role as the key.
+func checkColumns(prefix string, m connector.ColumnMap) error {
+	return errors.Join(
+		pgident.CheckKey(prefix+"id", m.ID),
+		pgident.CheckKey(prefix+"aggregatetype", m.AggregateType),
+		pgident.CheckKey(prefix+"aggregateid", m.AggregateID),
+		pgident.CheckKey(prefix+"type", m.Type),
+		pgident.CheckKey(prefix+"payload", m.Payload),
+	)
 }
 
 // tableNames are the outbox tables as configured.

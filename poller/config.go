@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgident"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 
@@ -159,9 +160,21 @@ func (c *Config) Validate() error {
 func (c *Config) ValidateTable() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := splitTable(c.Table); err != nil {
+	// Every name goes into SQL, and into the comments of the DDL a user
+	// runs with psql: none may hold a character that could end a line.
+	if schema, table, err := splitTable(c.Table); err != nil {
 		errs = append(errs, err)
+	} else {
+		errs = append(errs, pgident.CheckKey("outbox.table", c.Table, schema, table))
 	}
+	m := c.Columns
+	errs = append(errs,
+		pgident.CheckKey("outbox.columns.id", m.ID),
+		pgident.CheckKey("outbox.columns.aggregatetype", m.AggregateType),
+		pgident.CheckKey("outbox.columns.aggregateid", m.AggregateID),
+		pgident.CheckKey("outbox.columns.type", m.Type),
+		pgident.CheckKey("outbox.columns.payload", m.Payload),
+	)
 	if err := c.Columns.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -176,12 +189,11 @@ func (c *Config) ValidateTable() error {
 	if c.Mode != ModeDelete {
 		own = append(own, struct{ key, name string }{"poll.published_column", c.PublishedColumn})
 	}
-	m := c.Columns
 	mapped := map[string]string{m.ID: "id", m.AggregateType: "aggregatetype", m.AggregateID: "aggregateid", m.Type: "type", m.Payload: "payload"}
 	seen := map[string]string{}
 	for _, o := range own {
-		if err := checkName(o.name); err != nil {
-			add("%s: %w", o.key, err)
+		if err := pgident.CheckKey(o.key, o.name); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if role, ok := mapped[o.name]; ok && o.key != "poll.order_column" {
@@ -218,9 +230,7 @@ func (c *Config) ValidateTable() error {
 	} else if ts, tt, _ := splitTable(c.Table); s == ts && t == tt {
 		add("poll.dead_letter_table: %q is the outbox table itself", c.DeadLetterTable)
 	}
-	if err := checkName(c.NotifyChannel); err != nil {
-		add("poll.notify_channel: %w", err)
-	}
+	errs = append(errs, pgident.CheckKey("poll.notify_channel", c.NotifyChannel))
 	if c.Claims < 1 || c.Claims > 16 {
 		add("poll.claims: %d is not between 1 and 16", c.Claims)
 	}
@@ -238,19 +248,20 @@ func (c *Config) ValidateTable() error {
 func (c *Config) deadLetterName() (schema, table string, err error) {
 	if !strings.Contains(c.DeadLetterTable, ".") {
 		schema, _, _ = splitTable(c.Table)
-		if err := checkName(c.DeadLetterTable); err != nil {
-			return "", "", fmt.Errorf("poll.dead_letter_table: %w", err)
+		if err := pgident.CheckKey("poll.dead_letter_table", c.DeadLetterTable); err != nil {
+			return "", "", err
 		}
 		return schema, c.DeadLetterTable, nil
 	}
 	schema, table, err = splitTable(c.DeadLetterTable)
 	if err != nil {
-		return "", "", fmt.Errorf("poll.dead_letter_table: %q is not schema.table (each part 1 to 63 characters)", c.DeadLetterTable)
+		return "", "", fmt.Errorf("poll.dead_letter_table: %q is not schema.table (each part 1 to 63 bytes)", c.DeadLetterTable)
+	}
+	if err := pgident.CheckKey("poll.dead_letter_table", c.DeadLetterTable, schema, table); err != nil {
+		return "", "", err
 	}
 	return schema, table, nil
 }
-
-func checkName(name string) error { return pgsql.CheckName(name) }
 
 func splitTable(name string) (schema, table string, err error) { return pgsql.SplitTable(name) }
 

@@ -266,7 +266,6 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("kafka.delivery: %q is neither %s nor %s", c.Kafka.Delivery, AtLeastOnce, ExactlyOnce))
 	}
-	errs = append(errs, c.validateNames()...)
 	errs = append(errs, c.validateTables()...)
 	if err := c.validateDebezium(); err != nil {
 		errs = append(errs, err)
@@ -286,8 +285,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not json or text", c.Log.Format))
 	}
-	// Both sources check postgres.url and the outbox table and columns;
-	// when both sections are checked, each such problem is said once.
+	// Both sources check postgres.url and the outbox table and columns,
+	// each name with pgident; when both sections are checked, each such
+	// problem is said once.
 	return joinDistinct(errs...)
 }
 
