@@ -59,7 +59,7 @@ func TestConfigValidateNames(t *testing.T) {
 			c.Table, c.Publication, c.Columns.ID = `we"ird.out; DROP TABLE x; --`, "pub'; --", `id"`
 		}, nil},
 		{"line feed in the table", func(c *Config) { c.Table = "public.outbox\nDROP TABLE victim; --" },
-			[]string{`outbox.table: "public.outbox\nDROP TABLE victim; --": "outbox\nDROP TABLE victim; --" contains a control character (a line feed, U+000A at byte 6)`}},
+			[]string{`outbox.table: "public.outbox\nDROP TABLE victim; --" contains a control character (a line feed, U+000A at byte 13)`}},
 		{"escape in the schema", func(c *Config) { c.Table = "s\x1bchema.outbox" }, []string{`outbox.table: "s\x1bchema.outbox"`, "an escape"}},
 		{"carriage return in one of several tables", func(c *Config) { c.Tables = []string{"a.outbox", "b.out\rbox"} },
 			[]string{`outbox.tables: "b.out\rbox"`, "a carriage return"}},

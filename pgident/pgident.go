@@ -25,6 +25,17 @@ func Check(name string) error {
 	if name == "" {
 		return errors.New("is empty; give a name")
 	}
+	if err := checkChars(name); err != nil {
+		return err
+	}
+	if len(name) > MaxLen {
+		return fmt.Errorf("is %d bytes long, over PostgreSQL's %d-byte limit on names: it would keep only %q and so name another object; shorten it", len(name), MaxLen, cut(name, MaxLen))
+	}
+	return nil
+}
+
+// checkChars is Check's test of each character.
+func checkChars(name string) error {
 	for i, r := range name {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(name[i:]); size == 1 {
@@ -32,31 +43,31 @@ func Check(name string) error {
 			}
 		}
 		if r == 0 {
-			return fmt.Errorf("contains a NUL (at byte %d), which no PostgreSQL name can hold; remove it", i)
+			return fmt.Errorf("contains a NUL byte (at byte %d), which no PostgreSQL name can hold; remove it", i)
 		}
 		if what := unsafe(r); what != "" {
 			return fmt.Errorf("contains %s (%sU+%04X at byte %d), which could end or rearrange a line of the SQL the relay prints and runs; remove it", what, named[r], r, i)
 		}
 	}
-	if len(name) > MaxLen {
-		return fmt.Errorf("is %d bytes long; PostgreSQL keeps only the first %d bytes of a name (%q here), so it would name another object; shorten it", len(name), MaxLen, cut(name, MaxLen))
-	}
 	return nil
 }
 
-// CheckKey checks each of parts (value itself when none are given) with
-// [Check], and reports the first problem as the configuration key, the
-// whole value, quoted, and what is wrong: for a schema.table value, pass
-// the schema and the table as parts.
+// CheckKey checks value with [Check] and reports the first problem as the
+// configuration key, the value, quoted, and what is wrong. For a value
+// made of several names, schema.table, pass the names as parts: each is
+// checked for its length, and the value as a whole for its characters.
 func CheckKey(key, value string, parts ...string) error {
 	if len(parts) == 0 {
-		parts = []string{value}
+		if err := Check(value); err != nil {
+			return fmt.Errorf("%s: %q %w", key, value, err)
+		}
+		return nil
+	}
+	if err := checkChars(value); err != nil {
+		return fmt.Errorf("%s: %q %w", key, value, err)
 	}
 	for _, p := range parts {
 		if err := Check(p); err != nil {
-			if p == value {
-				return fmt.Errorf("%s: %q %w", key, value, err)
-			}
 			return fmt.Errorf("%s: %q: %q %w", key, value, p, err)
 		}
 	}
@@ -113,8 +124,7 @@ func Quote(parts ...string) string {
 }
 
 func quote(b *strings.Builder, name string) {
-	escape := strings.IndexFunc(name, func(r rune) bool { return r == 0 || unsafe(r) != "" }) >= 0
-	if !escape {
+	if !needsEscape(name) {
 		b.WriteByte('"')
 		b.WriteString(strings.ReplaceAll(name, `"`, `""`))
 		b.WriteByte('"')
@@ -142,16 +152,39 @@ func quote(b *strings.Builder, name string) {
 	b.WriteByte('"')
 }
 
-// Literal writes s as an SQL string literal. One with a backslash is an
-// E'...' string, whose meaning does not depend on
-// standard_conforming_strings: with that off, a backslash in a plain
-// '...' string would escape the closing quote. Like [Quote], it holds no raw line break when s passes [Check].
+// Literal writes s as an SQL string literal. One with a backslash, or a
+// character [Check] refuses, is an E'...' string: its meaning does not
+// depend on standard_conforming_strings (with that off, a backslash in a
+// plain '...' string would escape the closing quote), and the refused
+// characters are written as \uXXXX escapes, so that, like [Quote], the
+// result holds no line break or other control character.
 func Literal(s string) string {
 	q := strings.ReplaceAll(s, "'", "''")
-	if strings.Contains(s, `\`) {
-		return "E'" + strings.ReplaceAll(q, `\`, `\\`) + "'"
+	if !strings.Contains(s, `\`) && !needsEscape(s) {
+		return "'" + q + "'"
 	}
-	return "'" + q + "'"
+	var b strings.Builder
+	b.WriteString("E'")
+	for i := 0; i < len(q); {
+		r, size := utf8.DecodeRuneInString(q[i:])
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == 0 || unsafe(r) != "":
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			// Invalid UTF-8 too, as it is, for PostgreSQL to refuse.
+			b.WriteString(q[i : i+size])
+		}
+		i += size
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// needsEscape reports a character [Quote] and [Literal] write escaped.
+func needsEscape(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r == 0 || unsafe(r) != "" }) >= 0
 }
 
 // WithSuffix is name+suffix, with name cut so that the whole fits in

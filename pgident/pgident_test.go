@@ -23,12 +23,12 @@ func TestCheck(t *testing.T) {
 		{"escape", "out\x1b[2Jbox", "an escape, U+001B"},
 		{"delete", "out\x7fbox", "a delete, U+007F"},
 		{"C1 next line", "out\u0085box", "a control character (U+0085 at byte 3)"},
-		{"NUL", "out\x00box", "contains a NUL (at byte 3)"},
+		{"NUL", "out\x00box", "contains a NUL byte (at byte 3)"},
 		{"line separator", "out\u2028box", "a Unicode line or paragraph separator"},
 		{"right-to-left override", "out\u202Ebox", "a bidirectional formatting character"},
 		{"invalid UTF-8", "out\xc3box", "is not valid UTF-8 (byte 0xc3 at byte 3)"},
-		{"64 bytes", strings.Repeat("t", 64), "is 64 bytes long; PostgreSQL keeps only the first 63 bytes"},
-		{"32 × é is 64 bytes, cut to 31 é as PostgreSQL would", strings.Repeat("é", 32), `(“` + strings.Repeat("é", 31) + `” here)`},
+		{"64 bytes", strings.Repeat("t", 64), "is 64 bytes long, over PostgreSQL's 63-byte limit on names"},
+		{"32 × é is 64 bytes, cut to 31 é as PostgreSQL would", strings.Repeat("é", 32), `keep only “` + strings.Repeat("é", 31) + `” and`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check(tc.in)
@@ -56,7 +56,8 @@ func TestCheckKey(t *testing.T) {
 		want             string
 	}{
 		{"fine", "outbox.table", "public.outbox", []string{"public", "outbox"}, ""},
-		{"the table part", "outbox.table", "public.out\nbox", []string{"public", "out\nbox"}, `outbox.table: "public.out\nbox": "out\nbox" contains a control character (a line feed, U+000A at byte 3)`},
+		{"the table part", "outbox.table", "public.out\nbox", []string{"public", "out\nbox"}, `outbox.table: "public.out\nbox" contains a control character (a line feed, U+000A at byte 10)`},
+		{"a part too long", "outbox.table", "public." + strings.Repeat("t", 64), []string{"public", strings.Repeat("t", 64)}, `outbox.table: "public.` + strings.Repeat("t", 64) + `": "` + strings.Repeat("t", 64) + `" is 64 bytes long`},
 		{"the value itself", "cdc.publication", "pub\r", nil, `cdc.publication: "pub\r" contains a control character (a carriage return, U+000D at byte 3)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +110,9 @@ func TestLiteral(t *testing.T) {
 		{"outboxrelay", `'outboxrelay'`},
 		{"it's", `'it''s'`},
 		{`a\'b`, `E'a\\''b'`},
+		{"chan\nDROP TABLE x; --", `E'chan\u000ADROP TABLE x; --'`},
+		{"a\r\\b", `E'a\u000D\\b'`},
+		{"a\xffb", "'a\xffb'"},
 	} {
 		if got := Literal(tc.in); got != tc.want {
 			t.Errorf("Literal(%q) = %s, want %s", tc.in, got, tc.want)

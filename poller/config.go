@@ -162,11 +162,8 @@ func (c *Config) ValidateTable() error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// Every name goes into SQL, and into the comments of the DDL a user
 	// runs with psql: none may hold a character that could end a line.
-	if schema, table, err := splitTable(c.Table); err != nil {
-		errs = append(errs, err)
-	} else {
-		errs = append(errs, pgident.CheckKey("outbox.table", c.Table, schema, table))
-	}
+	tableErr := c.checkTable()
+	errs = append(errs, tableErr)
 	m := c.Columns
 	errs = append(errs,
 		pgident.CheckKey("outbox.columns.id", m.ID),
@@ -225,8 +222,12 @@ func (c *Config) ValidateTable() error {
 	if c.MaxAttempts < 1 {
 		add("poll.max_attempts: %d must be at least 1", c.MaxAttempts)
 	}
+	_, table, _ := splitTable(c.Table)
 	if s, t, err := c.deadLetterName(); err != nil {
-		errs = append(errs, err)
+		// The default, named after a bad table, is the same problem again.
+		if tableErr == nil || c.DeadLetterTable != table+"_dead_letter" {
+			errs = append(errs, err)
+		}
 	} else if ts, tt, _ := splitTable(c.Table); s == ts && t == tt {
 		add("poll.dead_letter_table: %q is the outbox table itself", c.DeadLetterTable)
 	}
@@ -241,6 +242,15 @@ func (c *Config) ValidateTable() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkTable checks the outbox table's name.
+func (c *Config) checkTable() error {
+	schema, table, err := splitTable(c.Table)
+	if err != nil {
+		return err
+	}
+	return pgident.CheckKey("outbox.table", c.Table, schema, table)
 }
 
 // deadLetterName splits DeadLetterTable, which defaults to the outbox

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
@@ -58,7 +59,7 @@ func TestConfigValidate(t *testing.T) {
 		// Issue 24: a line break in a name ended a -- comment of poll-ddl's
 		// output, and what followed ran as SQL (or, in psql, as a \! command).
 		{"line feed in the table", func(c *Config) { c.Table = "public.outbox\nDROP TABLE victim; --" },
-			[]string{`outbox.table: "public.outbox\nDROP TABLE victim; --": "outbox\nDROP TABLE victim; --" contains a control character (a line feed, U+000A at byte 6)`}},
+			[]string{`outbox.table: "public.outbox\nDROP TABLE victim; --" contains a control character (a line feed, U+000A at byte 13)`}},
 		{"carriage return in the schema", func(c *Config) { c.Table = "pub\rlic.outbox" }, []string{`outbox.table: "pub\rlic.outbox"`, "a carriage return"}},
 		{"escape in a column", func(c *Config) { c.Columns.Payload = "pay\x1bload" }, []string{`outbox.columns.payload: "pay\x1bload" contains a control character`}},
 		{"tab in the order column", func(c *Config) { c.OrderColumn = "s\teq" }, []string{`poll.order_column: "s\teq"`, "a tab"}},
@@ -147,5 +148,48 @@ func TestDDL(t *testing.T) {
 	long := DDL(Config{Table: strings.Repeat("t", 63)})
 	if !strings.Contains(long, `"`+strings.Repeat("t", 63-len("_outboxrelay_unpublished"))+`_outboxrelay_unpublished"`) {
 		t.Errorf("index name of a 63-byte table is not cut to 63 bytes:\n%s", long)
+	}
+	// Issue 24: 21 × é is 42 bytes; the index names were cut at 39 and 41
+	// bytes, inside an é, and PostgreSQL refused the script.
+	multi := DDL(Config{Table: strings.Repeat("é", 21)})
+	for _, want := range []string{
+		`CREATE INDEX IF NOT EXISTS "` + strings.Repeat("é", 19) + `_outboxrelay_unpublished"`,
+		`CREATE INDEX IF NOT EXISTS "` + strings.Repeat("é", 20) + `_outboxrelay_published"`,
+	} {
+		if !strings.Contains(multi, want) {
+			t.Errorf("DDL of a 21 × é table lacks\n%s\nin\n%s", want, multi)
+		}
+	}
+	if !utf8.ValidString(multi) {
+		t.Errorf("DDL of a 21 × é table is not valid UTF-8:\n%q", multi)
+	}
+}
+
+// TestDDLNoLineBreakOut: DDL does not validate, and a name that would
+// not pass validation still cannot end a line of its output, comments
+// included, so nothing after it runs as SQL or as a psql command (issue
+// 24: the table's name, printed raw in the first -- comment, did).
+func TestDDLNoLineBreakOut(t *testing.T) {
+	for _, tc := range []struct{ name, table, channel string }{
+		{"line feed then SQL", "public.outbox\nDROP TABLE victim; --", ""},
+		{"carriage return then SQL", "public.outbox\rDROP TABLE victim; --", ""},
+		{"line feed then a psql command", "public.outbox\n\\! touch /tmp/x #", ""},
+		{"line feed in the channel", "", "chan\nDROP TABLE victim; --"},
+		{"backslash quote in the channel", "", `chan\'); DROP TABLE victim; --`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ddl := DDL(Config{Table: tc.table, NotifyChannel: tc.channel})
+			if strings.ContainsRune(ddl, '\r') {
+				t.Errorf("DDL holds a carriage return:\n%q", ddl)
+			}
+			for line := range strings.SplitSeq(ddl, "\n") {
+				if l := strings.TrimSpace(line); strings.HasPrefix(l, "DROP TABLE victim") || strings.HasPrefix(l, `\!`) {
+					t.Errorf("a name broke out onto a line of its own: %q\nin\n%s", line, ddl)
+				}
+			}
+			if tc.table != "" && !strings.Contains(ddl, "-- What `source: poll` needs on \"public\".U&\"outbox\\000") {
+				t.Errorf("the first comment does not name the table in its escape form:\n%s", ddl)
+			}
+		})
 	}
 }

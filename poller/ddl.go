@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/pgident"
 )
 
 // sqlNames are the quoted names the poller's SQL uses, worked out once from
@@ -37,7 +37,10 @@ type sqlNames struct {
 	bucket string
 }
 
-func quote(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
+// quote writes a name for the poller's SQL and for the comments of its
+// DDL: a name that passed [Config.ValidateTable] as pgx writes it, and
+// any other in an escape form that cannot end a -- comment's line.
+func quote(parts ...string) string { return pgident.Quote(parts...) }
 
 func newSQLNames(c *Config) sqlNames {
 	schema, table, _ := splitTable(c.Table)
@@ -53,9 +56,9 @@ func newSQLNames(c *Config) sqlNames {
 		dlSchema: dlSchema, dlTable: dlTable,
 		dl:          quote(dlSchema, dlTable),
 		channel:     quote(c.NotifyChannel),
-		channelLit:  "'" + strings.ReplaceAll(c.NotifyChannel, "'", "''") + "'",
-		unpubIndex:  quote(indexName(table, "_outboxrelay_unpublished")),
-		pubIndex:    quote(indexName(table, "_outboxrelay_published")),
+		channelLit:  pgident.Literal(c.NotifyChannel),
+		unpubIndex:  quote(pgident.WithSuffix(table, "_outboxrelay_unpublished")),
+		pubIndex:    quote(pgident.WithSuffix(table, "_outboxrelay_published")),
 		notifyFunc:  quote(schema, "outboxrelay_notify"),
 		trigger:     quote("outboxrelay_notify"),
 		triggerRaw:  "outboxrelay_notify",
@@ -67,15 +70,6 @@ func newSQLNames(c *Config) sqlNames {
 	}
 	n.bucket = fmt.Sprintf("(coalesce(hashtext(%s::text), 0) & %d)", n.aggID, c.Buckets-1)
 	return n
-}
-
-// indexName is table+suffix cut to PostgreSQL's 63 bytes, shortening the
-// table part.
-func indexName(table, suffix string) string {
-	if len(table)+len(suffix) > 63 {
-		table = table[:63-len(suffix)]
-	}
-	return table + suffix
 }
 
 // DDL returns the SQL that readies a Debezium-style outbox table for the

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/initsql"
+	"github.com/outboxrelay/outboxrelay/pgident"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
@@ -57,6 +58,13 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pc, err := pgconn.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
 		return fmt.Errorf("postgres.url: cannot parse the connection string (%s)", secret.Redact(cfg.Postgres.URL))
+	}
+	// Every name the script holds is checked under its key before any of
+	// it is printed or run: the source's own (poll checks its own in
+	// initOptions), and the role and database, which the script's header
+	// comment names too.
+	if err := initNames(cfg, pc, *role); err != nil {
+		return err
 	}
 	verifier := ""
 	if !*noPassword && pc.Password != "" {
@@ -111,6 +119,24 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stderr, "outboxrelay init: applied to database %q as %q; `outboxrelay check` says whether everything is in place\n", pc.Database, acfg.User)
 	return nil
+}
+
+// initNames checks the names init takes from elsewhere than the poller's
+// configuration: the CDC source's, the role's and the database's.
+func initNames(cfg *config.Config, pc *pgconn.Config, role string) error {
+	var errs []error
+	if cfg.Source == "cdc" {
+		cc := cfg.CDCConfig()
+		cc.SetDefaults()
+		errs = append(errs, cc.ValidateNames())
+	}
+	if role != "" {
+		errs = append(errs, pgident.CheckKey("--role", role))
+	} else {
+		errs = append(errs, pgident.CheckKey("postgres.url (its user, the relay's role)", pc.User))
+	}
+	errs = append(errs, pgident.CheckKey("postgres.url (its database)", pc.Database))
+	return errors.Join(errs...)
 }
 
 // initOptions turns the configuration into what initsql needs, for the

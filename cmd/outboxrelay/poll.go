@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,11 +34,22 @@ func pollDDL(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for i, pc := range cfg.PollConfigs() {
-		pc.SetDefaults()
-		if err := pc.ValidateTable(); err != nil {
-			return err
+	// Every table is checked before anything is printed: a user pipes the
+	// output into psql, and half a script is worse than none.
+	pcs := cfg.PollConfigs()
+	var errs []error
+	seen := map[string]bool{} // the tables share their columns and settings
+	for i := range pcs {
+		pcs[i].SetDefaults()
+		if err := pcs[i].ValidateTable(); err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			errs = append(errs, err)
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, pc := range pcs {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgident"
 )
 
 // Options say what to set up. Names are taken as written (case and all)
@@ -180,14 +181,14 @@ func Merge(scripts ...Script) Script {
 
 func (o *Options) validate() error {
 	var errs []error
+	// Names the script prints in its comments too (the database, the
+	// role) must not be able to end a comment's line, as none that the
+	// configuration's keys give can.
 	check := func(what, name string) {
-		switch {
-		case name == "":
+		if name == "" {
 			errs = append(errs, fmt.Errorf("%s is empty", what))
-		case len(name) > 63:
-			errs = append(errs, fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte limit on names", what, name))
-		case strings.IndexByte(name, 0) >= 0:
-			errs = append(errs, fmt.Errorf("%s %q contains a NUL byte", what, name))
+		} else if err := pgident.Check(name); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q %w", what, name, err))
 		}
 	}
 	check("the outbox table's schema", o.Schema)
@@ -212,58 +213,82 @@ func (o *Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// String is the script as a DBA runs it with psql.
-func (s Script) String() string {
-	var b strings.Builder
-	for _, h := range s.Header {
-		b.WriteString("-- " + h + "\n")
+// step is one piece of the script as printed and as run: its comment
+// lines and its SQL, or BEGIN or COMMIT.
+type step struct {
+	text  string
+	label string
+	// tx says the step runs inside the transaction: BEGIN and the Tx
+	// statements, after which a failure rolls back what went before.
+	tx bool
+}
+
+// steps are the script's pieces in order: BEGIN, Tx, COMMIT, then After.
+// String prints them and Apply runs them, the same text, so that what
+// --apply runs is what init printed, comments and all: a name that could
+// end a comment would do the same in both (pgident's quoting makes sure
+// none can).
+func (s Script) steps() []step {
+	out := []step{{text: "BEGIN;\n", label: "begin", tx: true}}
+	for _, st := range s.Tx {
+		out = append(out, step{text: comment(st.Comment) + st.SQL + "\n", label: st.label(), tx: true})
 	}
-	b.WriteString("\nBEGIN;\n")
-	for _, st := range append(s.Tx[:len(s.Tx):len(s.Tx)], Statement{SQL: "COMMIT;"}) {
-		b.WriteString("\n")
-		if st.Comment != "" {
-			for line := range strings.SplitSeq(st.Comment, "\n") {
-				b.WriteString("-- " + line + "\n")
-			}
-		}
-		b.WriteString(st.SQL + "\n")
-	}
+	out = append(out, step{text: "COMMIT;\n", label: "commit"})
 	for _, st := range s.After {
-		b.WriteString("\n")
-		for line := range strings.SplitSeq(st.Comment, "\n") {
-			b.WriteString("-- " + line + "\n")
-		}
-		b.WriteString(st.SQL + "\n")
+		out = append(out, step{text: comment(st.Comment) + st.SQL + "\n", label: st.label()})
+	}
+	return out
+}
+
+// comment writes c as -- lines. Every line break, a carriage return too,
+// starts a new -- line, so that no text of c can end up outside a
+// comment.
+func comment(c string) string {
+	if c == "" {
+		return ""
+	}
+	var b strings.Builder
+	c = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(c)
+	for line := range strings.SplitSeq(c, "\n") {
+		b.WriteString("-- " + line + "\n")
 	}
 	return b.String()
 }
 
-// Apply runs the script on conn: Tx in one transaction, then After. An
-// error names the step that failed; nothing of Tx stays after one.
-func Apply(ctx context.Context, conn *pgx.Conn, s Script) (err error) {
-	pc := conn.PgConn()
-	// The simple protocol: the poller's DDL is several statements.
-	run := func(sql string) error { return pc.Exec(ctx, sql).Close() }
-	if err := run("BEGIN"); err != nil {
-		return fmt.Errorf("begin: %w", err)
+// String is the script as a DBA runs it with psql: the header, then
+// each step as Apply runs it.
+func (s Script) String() string {
+	var b strings.Builder
+	b.WriteString(comment(strings.Join(s.Header, "\n")))
+	for _, st := range s.steps() {
+		b.WriteString("\n" + st.text)
 	}
+	return b.String()
+}
+
+// Apply runs the script on conn: Tx in one transaction, then After, each
+// step the very text String prints for it. An error names the step that
+// failed; nothing of Tx stays after one.
+func Apply(ctx context.Context, conn *pgx.Conn, s Script) error {
+	pc := conn.PgConn()
+	// The simple protocol: a step holds comments, and the poller's DDL is
+	// several statements.
+	return apply(s, func(sql string) error { return pc.Exec(ctx, sql).Close() })
+}
+
+// apply runs each of s's steps with run.
+func apply(s Script, run func(sql string) error) (err error) {
+	inTx := false
 	defer func() {
-		if err != nil {
+		if err != nil && inTx {
 			_ = run("ROLLBACK")
 		}
 	}()
-	for _, st := range s.Tx {
-		if err := run(st.SQL); err != nil {
-			return fmt.Errorf("%s: %w", st.label(), err)
+	for _, st := range s.steps() {
+		if err := run(st.text); err != nil {
+			return fmt.Errorf("%s: %w", st.label, err)
 		}
-	}
-	if err := run("COMMIT"); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	for _, st := range s.After {
-		if err := run(st.SQL); err != nil {
-			return fmt.Errorf("%s: %w", st.label(), err)
-		}
+		inTx = st.tx
 	}
 	return nil
 }
@@ -294,19 +319,13 @@ func pad(name string, m connector.ColumnMap) string {
 	return q + strings.Repeat(" ", width-len(q))
 }
 
-// ident quotes a name, or schema.name, for SQL.
-func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
+// ident quotes a name, or schema.name, for SQL and for the script's
+// comments: pgident's quoting cannot end a comment's line.
+func ident(parts ...string) string { return pgident.Quote(parts...) }
 
-// literal quotes s as an SQL string. A backslash makes it an E” string,
-// whose meaning does not depend on standard_conforming_strings: with that
-// off, a backslash in a plain ” string would escape the closing quote.
-func literal(s string) string {
-	q := strings.ReplaceAll(s, "'", "''")
-	if strings.Contains(s, `\`) {
-		return "E'" + strings.ReplaceAll(q, `\`, `\\`) + "'"
-	}
-	return "'" + q + "'"
-}
+// literal quotes s as an SQL string whose meaning does not depend on
+// standard_conforming_strings.
+func literal(s string) string { return pgident.Literal(s) }
 
 // doBlock wraps PL/pgSQL in a DO statement, with a dollar quote that the
 // body (names included) cannot close.

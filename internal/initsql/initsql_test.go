@@ -272,3 +272,21 @@ func TestBuildRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRefusesLineBreaks: the database and the role are printed in the
+// script's header comment; a name with a line break would end it, and
+// psql would run the rest of the line (issue 24).
+func TestBuildRefusesLineBreaks(t *testing.T) {
+	_, err := initsql.Build(initsql.Options{Source: "poll", Schema: "public", Table: "out\rbox", Database: "d\n\\! ls",
+		Role: "relay\nDROP TABLE x; --", PollerDDL: "SELECT 1;", DeadLetterSchema: "public", DeadLetterTable: "dl\x1b"})
+	for _, want := range []string{
+		`the outbox table "out\rbox" contains a control character (a carriage return`,
+		`the database "d\n\\! ls" contains a control character (a line feed`,
+		`the role "relay\nDROP TABLE x; --" contains a control character`,
+		`the dead-letter table "dl\x1b" contains a control character (an escape`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v; want it to say %q", err, want)
+		}
+	}
+}
