@@ -10,12 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
-	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/secret"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
@@ -273,45 +271,6 @@ func redactRegistryURLs(urls string) string {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
 	return strings.Join(parts, ", ")
-}
-
-// validateNames checks the names that go into SQL: the table, its columns
-// and the publication. They are quoted wherever SQL is built, so quotes,
-// semicolons and spaces are harmless; PostgreSQL cannot hold a NUL byte or
-// invalid UTF-8 in a name, and truncates names past 63 bytes, which would
-// make the relay look for an object other than the one named.
-func (c *Config) validateNames() []error {
-	var errs []error
-	// The table's and the publication's lengths are checked by cdc.
-	check := func(key, name string, length bool) {
-		switch {
-		case name == "":
-		case strings.IndexByte(name, 0) >= 0:
-			errs = append(errs, fmt.Errorf("%s: %q contains a NUL byte, which no PostgreSQL name can", key, name))
-		case !utf8.ValidString(name):
-			errs = append(errs, fmt.Errorf("%s: %q is not valid UTF-8", key, name))
-		case length && len(name) > 63:
-			errs = append(errs, fmt.Errorf("%s: %q is longer than PostgreSQL's 63-byte limit on names", key, name))
-		}
-	}
-	key := "outbox.table"
-	if len(c.Outbox.Tables) > 0 {
-		key = "outbox.tables"
-	}
-	for _, name := range c.Outbox.TableNames() {
-		if schema, table, err := cdc.SplitTable(name); err == nil {
-			check(key, schema, false)
-			check(key, table, false)
-		}
-	}
-	m := c.Outbox.Columns
-	check("outbox.columns.id", m.ID, true)
-	check("outbox.columns.aggregatetype", m.AggregateType, true)
-	check("outbox.columns.aggregateid", m.AggregateID, true)
-	check("outbox.columns.type", m.Type, true)
-	check("outbox.columns.payload", m.Payload, true)
-	check("cdc.publication", c.CDC.Publication, false)
-	return errs
 }
 
 // String is the redacted dump, so that printing a Config (%v, %+v, %s) or
