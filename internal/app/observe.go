@@ -77,7 +77,7 @@ func (o *observer) halt(err error) { o.halted.Store(&err) }
 
 func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version))
+	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version), metrics.WithMaxTopics(cfg.Metrics.MaxTopics))
 	if err != nil {
 		return nil, err
 	}

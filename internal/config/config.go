@@ -32,6 +32,7 @@ type Config struct {
 	Log            Log            `yaml:"log"`
 	Shutdown       Shutdown       `yaml:"shutdown"`
 	HTTP           HTTP           `yaml:"http"`
+	Metrics        Metrics        `yaml:"metrics"`
 }
 
 // Postgres is the database connection.
@@ -268,6 +269,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateTables()...)
 	if err := c.validateDebezium(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Metrics.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	hc := c.HTTP

@@ -16,14 +16,16 @@ import (
 // and 2 allocations, BenchmarkProduceBatchWritten; about 1.5% of the relay's
 // CPU at 5k events/s, docs/performance.md#metrics). This one looks up each
 // broker's and topic's counter once. The metric is the same: kprom's name,
-// labels and help.
+// labels and help; but topics past the bound of [WithMaxTopics] share the
+// label [OtherTopics], as in the relay's own metrics.
 type kafkaHooks struct {
 	*kprom.Metrics // every other hook
 	produced       *prometheus.CounterVec
+	topics         *topicLabels
 
 	mu sync.Mutex
-	// children holds a counter for every broker and topic produced to, as
-	// the vector does.
+	// children holds a counter for every broker and topic label produced
+	// to, as the vector does; labels bounds them.
 	children map[produceKey]prometheus.Counter
 }
 
@@ -32,7 +34,7 @@ type produceKey struct {
 	topic string
 }
 
-func newKafkaHooks(reg prometheus.Registerer) (*kafkaHooks, error) {
+func newKafkaHooks(reg prometheus.Registerer, topics *topicLabels) (*kafkaHooks, error) {
 	h := &kafkaHooks{
 		// ConsistentNaming renames kprom's own produce counter, which it
 		// registers though its hook never runs, out of the way of ours;
@@ -43,6 +45,7 @@ func newKafkaHooks(reg prometheus.Registerer) (*kafkaHooks, error) {
 			Namespace: Namespace, Subsystem: "kafka", Name: "produce_bytes_total",
 			Help: "Total number of uncompressed bytes produced",
 		}, []string{"node_id", "topic"}),
+		topics:   topics,
 		children: map[produceKey]prometheus.Counter{},
 	}
 	return h, reg.Register(h.produced)
@@ -50,11 +53,11 @@ func newKafkaHooks(reg prometheus.Registerer) (*kafkaHooks, error) {
 
 // OnProduceBatchWritten implements [kgo.HookProduceBatchWritten].
 func (h *kafkaHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, _ int32, m kgo.ProduceBatchMetrics) {
-	k := produceKey{meta.NodeID, topic}
+	k := produceKey{meta.NodeID, h.topics.label(topic)}
 	h.mu.Lock()
 	c, ok := h.children[k]
 	if !ok {
-		c = h.produced.WithLabelValues(kgo.NodeName(meta.NodeID), topic)
+		c = h.produced.WithLabelValues(kgo.NodeName(meta.NodeID), k.topic)
 		h.children[k] = c
 	}
 	h.mu.Unlock()

@@ -30,6 +30,7 @@ type Metrics struct {
 	deadLettered  prometheus.Counter
 	restarts      prometheus.Counter
 	kafka         *kafkaHooks
+	topics        *topicLabels
 
 	mu sync.Mutex
 	// inflight holds a flight for every message handed to the sink and
@@ -76,14 +77,15 @@ var stageBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 // metrics, and returns them.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m := &Metrics{
-		now: time.Now,
+		now:    time.Now,
+		topics: newTopicLabels(),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "events_published_total",
-			Help: "Events Kafka has acknowledged, by topic (the dead letter topic included).",
+			Help: "Events Kafka has acknowledged, by topic (the dead letter topic included; past metrics.max_topics topics, the others under topic=\"(other)\").",
 		}, []string{"topic"}),
 		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "publish_errors_total",
-			Help: "Events whose publication failed, by topic: refused as unpublishable, or failed and to be retried from the last checkpoint.",
+			Help: "Events whose publication failed, by topic (as outboxrelay_events_published_total): refused as unpublishable, or failed and to be retried from the last checkpoint.",
 		}, []string{"topic"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "event_latency_seconds",
@@ -114,7 +116,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		o(m)
 	}
 	m.lastUp = m.now()
-	kafka, err := newKafkaHooks(reg)
+	kafka, err := newKafkaHooks(reg, m.topics)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}

@@ -12,7 +12,8 @@ import (
 // Sink returns s counting what passes through it: each message joins the
 // in-flight set when Publish takes it and leaves it when its done callback
 // reports the outcome, which is when it is counted as published (by topic,
-// with its commit-to-acknowledgement latency) or failed.
+// with its commit-to-acknowledgement latency) or failed. Topics past the
+// bound of [WithMaxTopics] are counted under [OtherTopics].
 //
 // It runs for every event, so it costs no allocation once as many messages
 // have been in flight as will be (their flights are reused), and no label
@@ -24,31 +25,44 @@ func (m *Metrics) Sink(s connector.Sink) connector.Sink {
 type sink struct {
 	connector.Sink // Flush and Abort pass straight through
 	m              *Metrics
-	// topics holds the counters of every topic published to, so far. Only
-	// Publish uses it, and Publish is called from one goroutine. It has an
-	// entry for each child of the published counter, which holds them anyway.
+	// topics holds the counters of every topic with a label of its own
+	// published to so far, which [topicLabels] bounds; other holds those
+	// of the rest, once one came. Only Publish uses them, and Publish is
+	// called from one goroutine.
 	topics map[string]*topicCounters
+	other  *topicCounters
 }
 
 // topicCounters is a topic's child of the published counter. Its errors
 // are rare, and counted through the vector, so that a topic has no
 // publish_errors_total series until it has an error, as before.
 type topicCounters struct {
-	topic     string
+	label     string
 	published prometheus.Counter
 }
 
-func (s *sink) counters(topic string) *topicCounters {
-	c, ok := s.topics[topic]
-	if !ok {
-		c = &topicCounters{topic, s.m.published.WithLabelValues(topic)}
-		s.topics[topic] = c
+func (s *sink) counters(msg *connector.Message, deadLetter bool) *topicCounters {
+	if c, ok := s.topics[msg.Topic]; ok {
+		return c
 	}
+	if deadLetter {
+		s.m.topics.pin(msg.Topic)
+	}
+	label := s.m.topics.label(msg.Topic)
+	if label == OtherTopics {
+		if s.other == nil {
+			s.other = &topicCounters{label, s.m.published.WithLabelValues(label)}
+		}
+		return s.other
+	}
+	c := &topicCounters{label, s.m.published.WithLabelValues(label)}
+	s.topics[msg.Topic] = c
 	return c
 }
 
 func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(error)) error {
-	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg.Topic), isDeadLetter(msg), done)
+	dl := isDeadLetter(msg)
+	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg, dl), dl, done)
 	err := s.Sink.Publish(ctx, msg, f.ack)
 	if err != nil {
 		// Not sent, and done will not be called.
@@ -138,7 +152,7 @@ func (m *Metrics) settled(f *flight, err error) {
 	m.inflight.remove(f)
 	m.mu.Unlock()
 	if err != nil {
-		m.publishErrors.WithLabelValues(c.topic).Inc()
+		m.publishErrors.WithLabelValues(c.label).Inc()
 		return
 	}
 	c.published.Inc()
