@@ -1,8 +1,11 @@
 package connector
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -53,6 +56,13 @@ type Routing struct {
 	// TypeHeader, when set, adds the event's type as a header of this name.
 	// Default: no type header, as Debezium.
 	TypeHeader string `yaml:"type_header"`
+	// TopicPattern, when set, is a regular expression (RE2) that every
+	// topic routed to must match in full; an event whose topic does not is
+	// a [*TopicNotAllowedError]. Aggregate types are data, and each one
+	// names a topic, which Kafka creates and the relay keeps a producer's
+	// state for: the pattern is how a user bounds them. Default: any
+	// legal topic name.
+	TopicPattern string `yaml:"topic_pattern"`
 }
 
 // WithDefaults returns r with empty fields set to their defaults.
@@ -63,35 +73,112 @@ func (r Routing) WithDefaults() Routing {
 	return r
 }
 
-// Validate checks the fixed parts of the topic name.
+// Validate checks the fixed parts of the topic name, and the pattern.
 func (r Routing) Validate() error {
+	var err error
 	if r.Topic != "" {
-		return ValidTopic(r.Topic)
+		err = ValidTopic(r.Topic)
+	} else {
+		err = validTopicChars(r.TopicPrefix)
 	}
-	return validTopicChars(r.TopicPrefix)
+	if r.TopicPattern != "" {
+		if _, perr := compileTopicPattern(r.TopicPattern); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	return err
 }
 
 // Route turns e into the Kafka message for it: topic TopicPrefix+aggregate
 // type, key the aggregate id's UTF-8 bytes, value the payload as stored,
 // header `id` the event id, timestamp the commit time. A route that cannot
-// be published (an illegal topic name) is an [*EventError].
+// be published (an illegal topic name, or one outside TopicPattern) is an
+// [*EventError]. [NewRouting] routes the same, faster.
 func (r Routing) Route(e *Event) (Message, error) {
-	topic, err := r.topic(e)
+	var allow *regexp.Regexp
+	if r.TopicPattern != "" {
+		var err error
+		if allow, err = compileTopicPattern(r.TopicPattern); err != nil {
+			return Message{}, err
+		}
+	}
+	topic, err := r.topic(e, allow)
 	if err != nil {
 		return Message{}, err
 	}
 	return r.message(e, topic), nil
 }
 
-func (r Routing) topic(e *Event) (string, error) {
-	if r.Topic != "" {
-		return r.Topic, nil
+// topic is e's topic, checked against allow unless it is nil.
+func (r Routing) topic(e *Event, allow *regexp.Regexp) (string, error) {
+	topic := r.Topic
+	if topic == "" {
+		topic = r.TopicPrefix + e.AggregateType
+		if err := ValidTopic(topic); err != nil {
+			return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
+		}
 	}
-	topic := r.TopicPrefix + e.AggregateType
-	if err := ValidTopic(topic); err != nil {
-		return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
+	if allow != nil && !allow.MatchString(topic) {
+		return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: &TopicNotAllowedError{Topic: topic, Pattern: r.TopicPattern}}
 	}
 	return topic, nil
+}
+
+// TopicNotAllowedError is the error of an event routed to a topic outside
+// routing.topic_pattern.
+type TopicNotAllowedError struct {
+	Topic, Pattern string
+}
+
+func (e *TopicNotAllowedError) Error() string {
+	// The pattern as written, not quoted, whose backslashes would double.
+	return fmt.Sprintf("topic %q is outside routing.topic_pattern `%s`; if the topic is meant, widen the pattern, else correct the row's aggregate type", e.Topic, e.Pattern)
+}
+
+// compileTopicPattern compiles a TopicPattern to match whole topic names.
+func compileTopicPattern(pattern string) (*regexp.Regexp, error) {
+	if re, ok := topicPatterns.Load(pattern); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("topic pattern `%s` is not a regular expression (RE2 syntax): %w", pattern, err)
+	}
+	topicPatterns.Store(pattern, re)
+	return re, nil
+}
+
+// topicPatterns holds each pattern compiled, for [Routing.Route]. They
+// come from the configuration, not from events, so they are few.
+var topicPatterns sync.Map // pattern -> *regexp.Regexp
+
+// AllowTopics returns rt refusing, as an [*EventError] with a
+// [*TopicNotAllowedError], every message whose topic does not match
+// pattern in full; for routers other than [NewRouting]'s, which checks
+// Routing.TopicPattern itself. An empty pattern returns rt.
+func AllowTopics(rt Router, pattern string) (Router, error) {
+	if pattern == "" {
+		return rt, nil
+	}
+	re, err := compileTopicPattern(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return allowTopics{rt, re, pattern}, nil
+}
+
+type allowTopics struct {
+	Router
+	re      *regexp.Regexp
+	pattern string
+}
+
+func (a allowTopics) Route(e *Event) (Message, error) {
+	m, err := a.Router.Route(e)
+	if err == nil && !a.re.MatchString(m.Topic) {
+		return Message{}, &EventError{EventID: e.ID, Origin: e.Origin, Err: &TopicNotAllowedError{Topic: m.Topic, Pattern: a.pattern}}
+	}
+	return m, err
 }
 
 func (r Routing) message(e *Event, topic string) Message {
@@ -133,6 +220,7 @@ func (r Routing) message(e *Event, topic string) Message {
 // like the runner's publishing, it is used from one goroutine.
 type cachedRouting struct {
 	Routing
+	allow  *regexp.Regexp    // TopicPattern, compiled; nil for none
 	topics map[string]string // aggregate type -> topic
 }
 
@@ -140,15 +228,25 @@ type cachedRouting struct {
 // input. Past the bound, topics are made per event again.
 const maxCachedTopics = 1024
 
+// newCachedRouting is r's router; r must be valid.
 func newCachedRouting(r Routing) *cachedRouting {
-	return &cachedRouting{Routing: r, topics: map[string]string{}}
+	c := &cachedRouting{Routing: r, topics: map[string]string{}}
+	if r.TopicPattern != "" {
+		// A pattern that does not compile is refused by Validate; one
+		// that gets here regardless allows no topic rather than all.
+		var err error
+		if c.allow, err = compileTopicPattern(r.TopicPattern); err != nil {
+			c.allow = regexp.MustCompile(`[^\x00-\x{10FFFF}]`)
+		}
+	}
+	return c
 }
 
 func (c *cachedRouting) Route(e *Event) (Message, error) {
 	topic, ok := c.topics[e.AggregateType]
 	if !ok {
 		var err error
-		if topic, err = c.topic(e); err != nil {
+		if topic, err = c.topic(e, c.allow); err != nil {
 			return Message{}, err
 		}
 		if len(c.topics) < maxCachedTopics {
@@ -198,5 +296,6 @@ func (t TableRouter) Route(e *Event) (Message, error) {
 }
 
 // NewRouting is the router that routes as r says (with its defaults),
-// keeping each aggregate type's topic name once made.
+// keeping each aggregate type's topic name once made. r must be valid
+// ([Routing.Validate]).
 func NewRouting(r Routing) Router { return newCachedRouting(r.WithDefaults()) }

@@ -17,6 +17,8 @@ func TestCachedRoutingMatchesRouting(t *testing.T) {
 		{TypeHeader: "eventType"},
 		{TopicPrefix: "app."},
 		{Topic: "all-events"},
+		{TopicPattern: `outbox\.event\.(order|type1.*)`},
+		{Topic: "all-events", TopicPattern: "other"},
 	} {
 		r := r.WithDefaults()
 		c := newCachedRouting(r)

@@ -144,3 +144,60 @@ func TestColumnMapValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopicPattern: routing.topic_pattern must match the whole topic, and
+// an event routed outside it is an error of that event, which names the
+// topic and the pattern, whichever router made the topic.
+func TestTopicPattern(t *testing.T) {
+	const pattern = `outbox\.event\.(order|invoice)`
+	for _, tc := range []struct {
+		aggType string
+		allowed bool
+	}{
+		{"order", true},
+		{"invoice", true},
+		{"orders", false}, // a prefix of the topic matches; the whole does not
+		{"xorder", false}, // nor a suffix
+		{"customer", false},
+	} {
+		e := &Event{ID: "id-" + tc.aggType, AggregateType: tc.aggType, AggregateID: "a", Origin: "public.outbox"}
+		routers := map[string]Router{
+			"Routing":     Routing{TopicPattern: pattern}.WithDefaults(),
+			"NewRouting":  NewRouting(Routing{TopicPattern: pattern}),
+			"TableRouter": TableRouter{Default: NewRouting(Routing{TopicPattern: pattern})},
+		}
+		var err error
+		if routers["AllowTopics"], err = AllowTopics(NewRouting(Routing{}), pattern); err != nil {
+			t.Fatal(err)
+		}
+		for name, rt := range routers {
+			m, err := rt.Route(e)
+			if tc.allowed {
+				if err != nil || m.Topic != "outbox.event."+tc.aggType {
+					t.Errorf("%s: %s routes to %q, %v; want its topic", name, tc.aggType, m.Topic, err)
+				}
+				continue
+			}
+			var ee *EventError
+			var na *TopicNotAllowedError
+			if !errors.As(err, &ee) || ee.EventID != e.ID || ee.Origin != e.Origin || !errors.As(err, &na) {
+				t.Errorf("%s: %s: error %v, want an EventError of %s with a TopicNotAllowedError", name, tc.aggType, err, e.ID)
+				continue
+			}
+			for _, want := range []string{"outbox.event." + tc.aggType, "routing.topic_pattern", pattern} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: error %q does not name %q", name, err, want)
+				}
+			}
+		}
+	}
+	if err := (Routing{TopicPattern: "(order"}).Validate(); err == nil || !strings.Contains(err.Error(), "`(order`") {
+		t.Errorf("Validate of an unclosed group = %v, want an error naming the pattern", err)
+	}
+	if _, err := AllowTopics(NewRouting(Routing{}), "(order"); err == nil {
+		t.Error("AllowTopics took a pattern that does not compile")
+	}
+	if rt, err := AllowTopics(Routing{}, ""); err != nil || rt != (Routing{}) {
+		t.Errorf("AllowTopics with no pattern = %v, %v; want the router itself", rt, err)
+	}
+}

@@ -182,7 +182,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		} else if err != nil {
 			log.Warn("could not read the outbox table's column types at start; reading them with the first event", "component", "app", "err", err)
 		}
-		runOpts = append(runOpts, connector.WithRouter(rt))
+		// The Debezium router makes its own topics: routing.topic_pattern
+		// is checked on what it makes.
+		allowed, err := connector.AllowTopics(rt, cfg.Routing.TopicPattern)
+		if err != nil {
+			return err
+		}
+		runOpts = append(runOpts, connector.WithRouter(allowed))
 	}
 	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), runOpts...)
 	if err != nil {

@@ -128,6 +128,8 @@ type Routing struct {
 	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router." default:"outbox.event."`
 	Topic       string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
 	TypeHeader  string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
+	// TopicPattern bounds the topics that data can name (issue 24).
+	TopicPattern string `yaml:"topic_pattern" doc:"Regular expression (RE2) every topic an event routes to must match in full, e.g. outbox\\.event\\.(order|customer); an event routed outside it is an error of that event (the dead letter topic, or a stop naming it), so that aggregate types, which are data, cannot create topics without bound." default:"(any topic)"`
 	// Debezium holds the keys that reproduce Debezium's records (debezium.go).
 	Debezium DebeziumRouting `yaml:",inline"`
 }
@@ -397,9 +399,10 @@ func (c *Config) validatePollExactlyOnce() []error {
 func (c *Config) RunnerConfig() connector.RunnerConfig {
 	return connector.RunnerConfig{
 		Routing: connector.Routing{
-			TopicPrefix: c.Routing.TopicPrefix,
-			Topic:       c.Routing.Topic,
-			TypeHeader:  c.Routing.TypeHeader,
+			TopicPrefix:  c.Routing.TopicPrefix,
+			Topic:        c.Routing.Topic,
+			TypeHeader:   c.Routing.TypeHeader,
+			TopicPattern: c.Routing.TopicPattern,
 		},
 		DeadLetterTopic:     c.Kafka.DeadLetterTopic,
 		ShutdownTimeout:     c.Shutdown.Timeout,

@@ -48,6 +48,12 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 			},
 		},
 		{
+			// Issue 24: the bounds on what data can shape.
+			name: "topic pattern and metrics bound",
+			file: "postgres:\n  url: postgres://u@h/db\nkafka:\n  brokers: [k:9092]\nrouting:\n  topic_pattern: 'outbox\\.(order'\nmetrics:\n  max_topics: -1\n",
+			want: []string{"routing: topic pattern `outbox\\.(order` is not a regular expression", "metrics.max_topics: -1 is negative"},
+		},
+		{
 			// The router's connection has the same bounds as the
 			// source's: a bad one is the source's problem, said once.
 			name: "postgres network bounds with Debezium routing",
