@@ -14,20 +14,39 @@ import (
 // murmur2 of the key, unless its message named a partition
 // ([connector.Message.Partition], Debezium's partition placement): then it
 // is that one, as a ProducerRecord with a partition is in Java.
-type partitioner struct{ keyed kgo.Partitioner }
+//
+// franz-go asks for a partitioner per topic and keeps it as long as the
+// topic, and kgo's StickyKeyPartitioner makes each one a random source of
+// 5 KB for records without a key, which the relay's rarely have: with
+// 20,000 topics named by aggregate types that was a fifth of the relay's
+// heap (issue 24). So records with a key, which only need hashing, share
+// one partitioner, and a topic gets a sticky one of its own at its first
+// record without a key.
+type partitioner struct {
+	// keyed is kgo's, for records with a key, for which it only hashes
+	// and keeps no state: any number of topics may use it at once. Its
+	// OnNewBatch, which moves the sticky state of records without a key,
+	// is never called.
+	keyed kgo.TopicPartitioner
+}
 
 func newPartitioner() kgo.Partitioner {
-	return partitioner{kgo.StickyKeyPartitioner(nil)}
+	return partitioner{kgo.StickyKeyPartitioner(nil).ForTopic("")}
 }
 
-func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	return &topicPartitioner{keyed: p.keyed.ForTopic(topic)}
+func (p partitioner) ForTopic(string) kgo.TopicPartitioner {
+	return &topicPartitioner{keyed: p.keyed}
 }
 
-type topicPartitioner struct{ keyed kgo.TopicPartitioner }
+type topicPartitioner struct {
+	keyed kgo.TopicPartitioner
+	// unkeyed is the topic's own sticky partitioner for records without
+	// a key, made at the first.
+	unkeyed kgo.TopicPartitioner
+}
 
 func (p *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
-	return explicitPartition(r) != nil || p.keyed.RequiresConsistency(r)
+	return explicitPartition(r) != nil || r.Key != nil
 }
 
 func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
@@ -38,11 +57,17 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 		}
 		return int(r.Partition)
 	}
-	return p.keyed.Partition(r, n)
+	if r.Key != nil {
+		return p.keyed.Partition(r, n)
+	}
+	if p.unkeyed == nil {
+		p.unkeyed = kgo.StickyPartitioner().ForTopic("")
+	}
+	return p.unkeyed.Partition(r, n)
 }
 
 func (p *topicPartitioner) OnNewBatch() {
-	if o, ok := p.keyed.(kgo.TopicPartitionerOnNewBatch); ok {
+	if o, ok := p.unkeyed.(kgo.TopicPartitionerOnNewBatch); ok {
 		o.OnNewBatch()
 	}
 }
