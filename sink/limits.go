@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,14 +22,18 @@ import (
 // known, and a batch of small records never exceeds what the broker takes.
 type limits struct {
 	fixed int // kafka.max_record_bytes; 0 to ask the brokers
+	max   int // topics cached; 0 for maxTopicLimits
 
 	mu     sync.RWMutex
 	broker int
 	topics map[string]int
 }
 
-// maxTopicLimits bounds the per-topic cache; topics past it use the
-// broker's limit.
+// maxTopicLimits bounds the per-topic cache (about 1 MB): topics are
+// input, an aggregate type names one. Past it, a topic looked up evicts
+// another, so that a topic in use keeps being found here however many
+// others came before it (it used to be looked up again for every record,
+// a round trip each, once 10,000 other topics had been seen).
 const maxTopicLimits = 10000
 
 // kafkaDefaultLimit is Kafka's own default message.max.bytes.
@@ -65,9 +70,18 @@ func (l *limits) get(ctx context.Context, cl *kgo.Client, topic string) (int, er
 	if l.topics == nil {
 		l.topics = map[string]int{}
 	}
-	if len(l.topics) < maxTopicLimits {
-		l.topics[topic] = v
+	if len(l.topics) >= cmp.Or(l.max, maxTopicLimits) {
+		// Any one: map iteration starts at random. franz-go reads the
+		// limit back (batch) when it learns the topic's partitions, soon
+		// after this; a topic evicted before then gets the broker's, and
+		// a batch of its that the broker then refuses is sent again one
+		// record at a time by the runner.
+		for k := range l.topics {
+			delete(l.topics, k)
+			break
+		}
 	}
+	l.topics[topic] = v
 	l.mu.Unlock()
 	return v, nil
 }
