@@ -113,6 +113,9 @@ type poison struct {
 	// only an abort can end then, so the dead letter record could not
 	// join it: the next run sends it straight to the dead letter topic.
 	alone bool
+	// deadLetterRefused: the broker refused its dead letter record, so
+	// the next run sends the smallest one (fitDeadLetter).
+	deadLetterRefused bool
 }
 
 // maxPoisoned bounds the poisoned set; past it, an event is only detected
@@ -151,11 +154,25 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 		var ee *EventError
-		if errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned {
+		var refused *deadLetterRefusedError
+		var pe permanentError
+		switch {
+		case errors.As(err, &refused):
+			if refused.minimal {
+				return r.deadLetterUnwritable(refused.cause, refused.size, refused.refusal)
+			}
+			if len(r.poisoned) < maxPoisoned {
+				// The event's fate was settled before its dead letter
+				// was refused: the next run sends the smallest one.
+				r.poisoned[refused.cause.EventID] = poison{err: refused.cause, alone: true, deadLetterRefused: true}
+			}
+		case errors.As(err, &pe):
+			return err
+		case errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned:
 			ps := r.poisoned[ee.EventID] // keeps alone, set as the run failed
 			ps.err = ee
 			r.poisoned[ee.EventID] = ps
-		} else if IsPermanent(err) {
+		case IsPermanent(err):
 			return err
 		}
 		if time.Since(started) > time.Minute {
@@ -297,6 +314,12 @@ loop:
 		cancel()
 		tx.release(t, errTxnAborted)
 	}
+	if refused := t.deadLetterRefusal(); refused != nil && failure != nil {
+		// Whichever error ended the run (in a Kafka transaction, the
+		// commit's), the refused dead letter is what the next run must
+		// know of.
+		failure = refused
+	}
 	srcStop()
 	if !srcEnded {
 		if err := <-srcDone; err != nil && failure == nil && ctx.Err() == nil {
@@ -314,35 +337,36 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 	for i := range b.Events {
 		e := &b.Events[i]
 		var err error
+		ps, suspect := r.poisoned[e.ID]
+		if suspect {
+			delete(r.poisoned, e.ID)
+		}
 		*m, err = Message{}, e.Invalid
 		if err == nil {
 			*m, err = r.router.Route(e)
 			m.Stages = e.Stages
 		}
 		if err == nil {
-			if ps, suspect := r.poisoned[e.ID]; suspect {
-				delete(r.poisoned, e.ID)
-				switch {
-				case ps.alone:
-					err = ps.err
-				case r.txn != nil:
-					if err = r.sendAloneInTxn(ctx, t, p, m); err != nil {
-						r.condemn(err)
-						t.published(p, err)
-						return err
-					}
-					continue
-				default:
-					if err = r.sendAlone(ctx, m); err == nil {
-						continue
-					}
-				}
-			} else {
+			switch {
+			case !suspect:
 				err = r.send(ctx, t, p, m)
+			case ps.alone:
+				err = ps.err
+			case r.txn != nil:
+				if err = r.sendAloneInTxn(ctx, t, p, m); err != nil {
+					r.condemn(err)
+					t.published(p, err)
+					return err
+				}
+				continue
+			default:
+				if err = r.sendAlone(ctx, m); err == nil {
+					continue
+				}
 			}
 		}
 		if err != nil {
-			err = r.deadLetterOrFail(ctx, t, p, e, m, err)
+			err = r.deadLetterOrFail(ctx, t, p, e, m, err, ps.deadLetterRefused)
 		}
 		if err != nil {
 			t.published(p, err)
@@ -356,16 +380,62 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 // deadLetterOrFail sends e to the dead letter topic when err says it can
 // never be published and there is one; otherwise it returns err. (Apart
 // from publish so that the error's target, which escapes to the heap,
-// costs an allocation only when there is an error.)
-func (r *Runner) deadLetterOrFail(ctx context.Context, t *tracker, p *pending, e *Event, m *Message, err error) error {
+// costs an allocation only when there is an error.) minimal: the broker
+// refused e's dead letter record in an earlier run, so it sends the
+// smallest one.
+//
+// A dead letter record larger than the topic takes is cut to fit
+// (fitDeadLetter): the sink refuses it before sending anything, naming the
+// limit, so trying again is safe in a Kafka transaction too. One that
+// cannot fit stops the relay: restarting could only fail the same way.
+func (r *Runner) deadLetterOrFail(ctx context.Context, t *tracker, p *pending, e *Event, m *Message, err error, minimal bool) error {
 	var ee *EventError
 	if !errors.As(err, &ee) || r.cfg.DeadLetterTopic == "" {
 		return err
 	}
 	dl := r.deadLetter(e, m, ee)
+	if minimal {
+		fitDeadLetter(dl, 0)
+	}
 	r.log.Error("event cannot be published; sending it to the dead letter topic",
-		"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", ee.Err)
-	return r.send(ctx, t, p, dl)
+		"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", Shorten(ee.Err.Error(), DeadLetterHeaderBytes), "omitted", omitted(dl))
+	err = r.sendDeadLetter(ctx, t, p, dl, ee, minimal)
+	var tl *RecordTooLargeError
+	if !errors.As(err, &tl) || tl.Limit == 0 {
+		return err
+	}
+	if !fitDeadLetter(dl, tl.Limit) {
+		return r.deadLetterUnwritable(ee, dl.Size(), fmt.Errorf("topic %s takes records of at most %d bytes", dl.Topic, tl.Limit))
+	}
+	r.log.Warn("the dead letter record is larger than its topic takes; sending it without what does not fit",
+		"event_id", e.ID, "dead_letter_topic", dl.Topic, "limit", tl.Limit, "omitted", omitted(dl))
+	if err = r.sendDeadLetter(ctx, t, p, dl, ee, minimal); errors.As(err, &tl) {
+		return r.deadLetterUnwritable(ee, dl.Size(), err)
+	}
+	return err
+}
+
+// sendDeadLetter is send for the dead letter record dl of the event that
+// cause names. A refusal of dl by the broker (it passed the sink's own
+// check) is remembered in t, as the reason this run fails.
+func (r *Runner) sendDeadLetter(ctx context.Context, t *tracker, p *pending, dl *Message, cause *EventError, minimal bool) error {
+	size := dl.Size()
+	t.sent(p)
+	err := r.sink.Publish(ctx, dl, func(err error) {
+		// In a Kafka transaction, a record aborted for another's refusal
+		// carries that one's error, naming the other event.
+		if ee := (*EventError)(nil); errors.As(err, &ee) && ee.EventID == cause.EventID {
+			refused := &deadLetterRefusedError{cause: cause, refusal: err, minimal: minimal, size: size}
+			t.refuseDeadLetter(refused)
+			err = &EventError{EventID: cause.EventID, Origin: cause.Origin, Err: refused}
+		}
+		p.ack(err)
+	})
+	if err != nil {
+		t.acked(p, nil) // not sent: take back the count without failing p twice
+		return err
+	}
+	return nil
 }
 
 // sendAlone publishes a message that failed for good in an earlier run and
@@ -435,36 +505,6 @@ func (r *Runner) send(ctx context.Context, t *tracker, p *pending, m *Message) e
 		return err
 	}
 	return nil
-}
-
-// Dead letter headers, beside the event's own.
-const (
-	HeaderError         = "outboxrelay.error"
-	HeaderOriginalTopic = "outboxrelay.topic"
-)
-
-// deadLetter builds the message that stands in for e on the dead letter
-// topic: the same key and headers, and the value unless the value is what
-// made it unpublishable.
-func (r *Runner) deadLetter(e *Event, routed *Message, cause *EventError) *Message {
-	dl := &Message{
-		Topic:     r.cfg.DeadLetterTopic,
-		Key:       []byte(e.AggregateID),
-		Timestamp: e.CommitTime,
-		EventID:   e.ID,
-		Headers: []Header{
-			{Key: "id", Value: []byte(e.ID)},
-			{Key: HeaderError, Value: []byte(cause.Err.Error())},
-		},
-	}
-	if routed.Topic != "" {
-		dl.Headers = append(dl.Headers, Header{Key: HeaderOriginalTopic, Value: []byte(routed.Topic)})
-	}
-	var tooLarge *RecordTooLargeError
-	if !errors.As(cause, &tooLarge) {
-		dl.Value = e.Payload
-	}
-	return dl
 }
 
 // RecordTooLargeError says a record is larger than the broker accepts.

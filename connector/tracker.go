@@ -17,6 +17,8 @@ type tracker struct {
 	// first is that first error, once reported there.
 	first    error
 	inflight int
+	// deadLetter is the first dead letter record the broker refused.
+	deadLetter *deadLetterRefusedError
 }
 
 type pending struct {
@@ -109,4 +111,20 @@ func (t *tracker) inFlight() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.inflight
+}
+
+// refuseDeadLetter records the broker's refusal of a dead letter record.
+func (t *tracker) refuseDeadLetter(e *deadLetterRefusedError) {
+	t.mu.Lock()
+	if t.deadLetter == nil {
+		t.deadLetter = e
+	}
+	t.mu.Unlock()
+}
+
+// deadLetterRefusal is the first dead letter record refused, or nil.
+func (t *tracker) deadLetterRefusal() *deadLetterRefusedError {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadLetter
 }
