@@ -96,6 +96,11 @@ type Runner struct {
 	// again after the restart they are published alone, to learn whether
 	// the failure was theirs, and go to the dead letter topic if it was.
 	poisoned map[string]poison
+	// taken are the entries of poisoned that this run acted on: when the
+	// run fails before their batches are done (a later event's refusal
+	// aborts the Kafka transaction they are in, say), they go back, so
+	// that the next run does not start over with them.
+	taken []takenPoison
 
 	// msg is the message being published, one for every event: a Message
 	// per event escaped to the heap (Publish takes a pointer), and Publish
@@ -116,6 +121,12 @@ type poison struct {
 	// deadLetterRefused: the broker refused its dead letter record, so
 	// the next run sends the smallest one (fitDeadLetter).
 	deadLetterRefused bool
+}
+
+type takenPoison struct {
+	id string
+	ps poison
+	p  *pending
 }
 
 // maxPoisoned bounds the poisoned set; past it, an event is only detected
@@ -314,6 +325,15 @@ loop:
 		cancel()
 		tx.release(t, errTxnAborted)
 	}
+	if failure != nil {
+		for _, tp := range r.taken {
+			if _, again := r.poisoned[tp.id]; !again && !t.done(tp.p) && len(r.poisoned) < maxPoisoned {
+				r.poisoned[tp.id] = tp.ps
+			}
+		}
+	}
+	clear(r.taken)
+	r.taken = r.taken[:0]
 	if refused := t.deadLetterRefusal(); refused != nil && failure != nil {
 		// Whichever error ended the run (in a Kafka transaction, the
 		// commit's), the refused dead letter is what the next run must
@@ -340,6 +360,7 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 		ps, suspect := r.poisoned[e.ID]
 		if suspect {
 			delete(r.poisoned, e.ID)
+			r.taken = append(r.taken, takenPoison{id: e.ID, ps: ps, p: p})
 		}
 		*m, err = Message{}, e.Invalid
 		if err == nil {

@@ -31,6 +31,8 @@ type pending struct {
 	// done callback for each of them, made once per batch rather than
 	// once per message.
 	ack func(error)
+	// ok: the batch is done, and Done was called with nil.
+	ok bool
 }
 
 func newTracker() *tracker {
@@ -87,6 +89,7 @@ func (t *tracker) settle(p *pending, err error) {
 		if head.err != nil && t.failed == nil {
 			t.failed = head.err
 		}
+		head.ok = t.failed == nil
 		// Once a batch has failed, no later batch is done either: Done(nil)
 		// would promise that everything before it is in Kafka.
 		if head.done != nil {
@@ -111,6 +114,13 @@ func (t *tracker) inFlight() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.inflight
+}
+
+// done reports whether p is done and its Done was called with nil.
+func (t *tracker) done(p *pending) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.ok
 }
 
 // refuseDeadLetter records the broker's refusal of a dead letter record.
