@@ -181,3 +181,85 @@ func TestBadInputDeadLetterTooLargeBrokerRefuses(t *testing.T) {
 		testBadInputDeadLetterTooLarge(t, false, 9, limit, "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once")
 	})
 }
+
+// TestBadInputDeadLetterTooLargePollTable: with source: poll and no dead
+// letter topic, a row Kafka can never take moves to the dead-letter table
+// after poll.max_attempts. Neither a reason of 4 MB (an error quoting a 2
+// MB aggregate type twice) nor a json payload holding \u0000, which json
+// takes and jsonb (the table's outbox_row) refuses, may make that move
+// fail: before, the second failed on every claim, for ever, and the rows
+// after it never came.
+func TestBadInputDeadLetterTooLargePollTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	if _, err := pool.Exec(ctx, strings.Replace(bigOutboxDDL, "payload       jsonb", "payload       json", 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, brokers := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048576"}))
+	applyBinaryPollDDL(t, url)
+	p := runBinary(t, yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  max_attempts: 2\n"))
+
+	insert := func(aggType, aggID, payload string) string {
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', $3) RETURNING id::text`,
+			aggType, aggID, payload).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	hugeType := insert(strings.Repeat("t", 2<<20)+" !", "a", `{"seq": 1}`)
+	nul := insert("bad type", "a", `{"seq": 2, "s": "a\u0000b"}`)
+	bigKey := insert("order", strings.Repeat("k", 2<<20), `{"seq": 3}`)
+	good := insert("order", "a", `{"seq": 4}`)
+
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.waitFor(t, map[string]row{good: {}}, 90*time.Second)
+
+	type dead struct {
+		reason string
+		row    string
+	}
+	got := map[string]dead{}
+	rows, err := pool.Query(ctx, `SELECT event_id, reason, outbox_row::text FROM outbox_dead_letter`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var d dead
+		if err := rows.Scan(&id, &d.reason, &d.row); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range map[string]string{"2 MB illegal aggregate type": hugeType, "json payload with \\u0000": nul, "2 MB aggregate id": bigKey} {
+		d, ok := got[id]
+		switch {
+		case !ok:
+			t.Errorf("%s (event %s) is not in the dead-letter table", name, id)
+		case len(d.reason) > 8<<10 || d.reason == "":
+			t.Errorf("%s: reason of %d bytes; want a reason, cut to a few KB", name, len(d.reason))
+		case !strings.Contains(d.row, id):
+			t.Errorf("%s: outbox_row does not hold the row: %.200s", name, d.row)
+		}
+	}
+	if !strings.Contains(got[nul].row, `\\u0000`) {
+		t.Errorf("the row with \\u0000 lost it in outbox_row: %.300s", got[nul].row)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM outbox WHERE id::text = ANY($1)`, []string{hugeType, nul, bigKey}); n != 0 {
+		t.Errorf("%d bad rows are still in the outbox", n)
+	}
+	// The poller's own lines quote no 2 MB value. (The app's line for a
+	// run that an event stopped quotes the error whole, and so the topic
+	// name in it.)
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if len(line) > 64<<10 && strings.Contains(line, "component=poll") {
+			t.Errorf("a log line of %d bytes: %.200s…", len(line), line)
+		}
+	}
+}
