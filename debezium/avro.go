@@ -339,7 +339,7 @@ func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
 		if st, ok := v.(*Struct); ok && isRec {
 			out := make(map[string]any, len(s.Fields))
 			for i, f := range s.Fields {
-				af := avroField(rec, f.Name)
+				af := avroField(rec, i, f.Name)
 				if af == nil {
 					return nil, fmt.Errorf("the Avro schema %s has no field %q", rec.FullName(), f.Name)
 				}
@@ -355,8 +355,15 @@ func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
 	return nil, fmt.Errorf("a %T value for a Connect %s cannot be written with the Avro %s", v, s.Type, as.Type())
 }
 
-func avroField(rec *avro.RecordSchema, name string) *avro.Field {
-	for _, f := range rec.Fields() {
+// avroField returns rec's field name, which is usually its i-th, the
+// record having been made from the same Connect schema: looking there
+// first keeps a struct of many fields from costing their square.
+func avroField(rec *avro.RecordSchema, i int, name string) *avro.Field {
+	fs := rec.Fields()
+	if i < len(fs) && fs[i].Name() == name {
+		return fs[i]
+	}
+	for _, f := range fs {
 		if f.Name() == name {
 			return f
 		}

@@ -87,6 +87,7 @@ func decodeNode(dec *json.Decoder) (*jnode, error) {
 			return n, err
 		case '{':
 			n := &jnode{kind: jObject}
+			var index keyIndex
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -97,11 +98,12 @@ func decodeNode(dec *json.Decoder) (*jnode, error) {
 				if err != nil {
 					return nil, err
 				}
-				if i := indexOf(n.keys, key); i >= 0 {
+				if i := index.find(n.keys, key); i >= 0 {
 					n.vals[i] = val
 				} else {
 					n.keys = append(n.keys, key)
 					n.vals = append(n.vals, val)
+					index.add(n.keys)
 				}
 			}
 			_, err := dec.Token()
@@ -135,6 +137,38 @@ func indexOf(keys []string, k string) int {
 	return -1
 }
 
+// keyIndex finds a name among many without a scan per lookup, which made
+// an object of 100,000 keys take minutes: a short list is scanned, a
+// longer one gets a map. Its zero value is ready; names are only added.
+type keyIndex struct{ m map[string]int }
+
+// keyIndexFrom is the length from which a list gets a map.
+const keyIndexFrom = 16
+
+// find returns the index of k in names, or -1.
+func (x *keyIndex) find(names []string, k string) int {
+	if x.m == nil {
+		return indexOf(names, k)
+	}
+	if i, ok := x.m[k]; ok {
+		return i
+	}
+	return -1
+}
+
+// add records the last of names, just appended.
+func (x *keyIndex) add(names []string) {
+	switch {
+	case x.m != nil:
+		x.m[names[len(names)-1]] = len(names) - 1
+	case len(names) >= keyIndexFrom:
+		x.m = make(map[string]int, 2*len(names))
+		for i, k := range names {
+			x.m[k] = i
+		}
+	}
+}
+
 // Outcomes of expanding a payload that are not a value.
 var (
 	// errNotExpandable: Debezium logs "JSON expansion failed" and sends
@@ -151,6 +185,9 @@ type expander struct {
 	// nullsAsBytes is table.json.payload.null.behavior=optional_bytes:
 	// null fields are kept as optional bytes instead of dropped.
 	nullsAsBytes bool
+	// limits bound what is expanded; zero fields take the Expand*
+	// constants.
+	limits expandLimits
 }
 
 // expand returns the inferred schema and value for payload, named after
@@ -159,6 +196,9 @@ type expander struct {
 func (x expander) expand(column, payload string) (*Schema, any, error) {
 	if !strings.HasPrefix(payload, "{") && !strings.HasPrefix(payload, "[") {
 		return nil, nil, errNotExpandable
+	}
+	if err := checkExpandLimits(column, payload, x.limits); err != nil {
+		return nil, nil, err
 	}
 	node, err := parseJSON(payload)
 	if err != nil {
@@ -172,7 +212,8 @@ func (x expander) expand(column, payload string) (*Schema, any, error) {
 	if err != nil {
 		return nil, nil, errNotExpandable
 	}
-	value, err := x.data(node, schema)
+	budget := x.limits.withDefaults().maxValueBytes
+	value, err := x.data(node, schema, &budget)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the payload cannot be expanded the way Debezium does (its task would fail on this record): %w", err)
 	}
@@ -224,13 +265,21 @@ func (x expander) schemaOf(key *string, n *jnode) (*Schema, error) {
 		if key != nil {
 			s.Name = *key
 		}
+		// The keys are distinct (parseJSON keeps one of each), so no
+		// field is added twice. Only an object or array uses its path,
+		// as a name; building it for every scalar would cost a copy of
+		// the path per field.
 		for i, k := range n.keys {
-			ck := childKey(key, k)
-			fs, err := x.schemaOf(&ck, n.vals[i])
+			var ckp *string
+			if v := n.vals[i]; v.kind == jObject || v.kind == jArray {
+				ck := childKey(key, k)
+				ckp = &ck
+			}
+			fs, err := x.schemaOf(ckp, n.vals[i])
 			if err != nil {
 				return nil, err
 			}
-			if fs != nil && s.field(k) < 0 {
+			if fs != nil {
 				s.Fields = append(s.Fields, Field{Name: k, Schema: fs})
 			}
 		}
@@ -270,8 +319,9 @@ func (x expander) arrayItems(key *string, n *jnode) (*Schema, error) {
 		// Debezium merges the distinct element schemas in the order of a
 		// Java HashSet; here they merge in order of first appearance,
 		// which is the same whenever the objects share their fields.
-		var merged *Schema
-		var seen []*Schema
+		// Merging a schema again changes nothing, so repeats need not be
+		// found first (comparing each with every other was quadratic).
+		var m schemaMerger
 		for _, e := range n.items {
 			if e.kind != jObject {
 				continue
@@ -280,20 +330,9 @@ func (x expander) arrayItems(key *string, n *jnode) (*Schema, error) {
 			if err != nil {
 				return nil, err
 			}
-			dup := false
-			for _, o := range seen {
-				if o.equal(s) {
-					dup = true
-					break
-				}
-			}
-			if dup {
-				continue
-			}
-			seen = append(seen, s)
-			merged = mergeSchemas(merged, s)
+			m.merge(s)
 		}
-		return merged, nil
+		return m.out, nil
 	}
 	if ref == nil {
 		ref = &jnode{kind: jNull}
@@ -308,30 +347,41 @@ func (x expander) arrayItems(key *string, n *jnode) (*Schema, error) {
 	return s, nil
 }
 
-// mergeSchemas is JsonSchemaData.mergeSchema: left's fields, then right's
-// new ones; a field typed bytes (from a null) takes the other's type.
-func mergeSchemas(left, right *Schema) *Schema {
-	if left == nil {
-		return right
+// schemaMerger folds schemas as JsonSchemaData.mergeSchema does, one
+// after another: the first's fields, then each next one's new fields; a
+// field typed bytes (from a null) takes the first other type it meets.
+// It merges into one schema of its own rather than copying the fields at
+// every step, which cost the square of an array's distinct fields.
+type schemaMerger struct {
+	out   *Schema
+	names []string
+	index keyIndex
+}
+
+func (m *schemaMerger) merge(s *Schema) {
+	if m.out == nil {
+		m.out = &Schema{Type: s.Type, Optional: s.Optional, Name: s.Name, Version: s.Version}
 	}
-	out := &Schema{Type: left.Type, Optional: left.Optional, Name: left.Name, Version: left.Version}
-	out.Fields = append(out.Fields, left.Fields...)
-	for _, f := range right.Fields {
-		i := out.field(f.Name)
+	for _, f := range s.Fields {
+		i := m.index.find(m.names, f.Name)
 		switch {
 		case i < 0:
-			out.Fields = append(out.Fields, f)
-		case !out.Fields[i].Schema.equal(f.Schema) && out.Fields[i].Schema.Type == TypeBytes && f.Schema.Type != TypeBytes:
-			out.Fields[i] = f
+			m.out.Fields = append(m.out.Fields, f)
+			m.names = append(m.names, f.Name)
+			m.index.add(m.names)
+		case m.out.Fields[i].Schema.Type == TypeBytes && f.Schema.Type != TypeBytes:
+			m.out.Fields[i] = f
 		}
 	}
-	return out
 }
 
 // data is JsonSchemaData.toConnectData with Kafka Connect's checks: a
 // value that does not fit its inferred schema is an error, as Struct.put
 // makes it one.
-func (x expander) data(n *jnode, s *Schema) (any, error) {
+//
+// budget is what is left of limits.maxValueBytes, charged for each struct
+// before it is made (see ExpandMaxValueBytes).
+func (x expander) data(n *jnode, s *Schema, budget *int) (any, error) {
 	if n.kind == jNull {
 		return nil, nil
 	}
@@ -375,7 +425,7 @@ func (x expander) data(n *jnode, s *Schema) (any, error) {
 		}
 		list := make([]any, len(n.items))
 		for i, e := range n.items {
-			v, err := x.data(e, s.Items)
+			v, err := x.data(e, s.Items, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -386,13 +436,23 @@ func (x expander) data(n *jnode, s *Schema) (any, error) {
 		if s.Type != TypeStruct {
 			return nil, mismatch()
 		}
+		if *budget -= structCost(s); *budget < 0 {
+			return nil, &ExpandLimitError{What: "value bytes", Found: x.limits.withDefaults().maxValueBytes - *budget, Limit: x.limits.withDefaults().maxValueBytes}
+		}
 		st := &Struct{Schema: s, Values: make([]any, len(s.Fields))}
+		var index keyIndex
+		if len(n.keys) >= keyIndexFrom {
+			index.m = make(map[string]int, len(n.keys))
+			for i, k := range n.keys {
+				index.m[k] = i
+			}
+		}
 		for i, f := range s.Fields {
-			j := indexOf(n.keys, f.Name)
+			j := index.find(n.keys, f.Name)
 			if j < 0 {
 				continue
 			}
-			v, err := x.data(n.vals[j], f.Schema)
+			v, err := x.data(n.vals[j], f.Schema, budget)
 			if err != nil {
 				return nil, fmt.Errorf("field %q: %w", f.Name, err)
 			}
@@ -401,6 +461,17 @@ func (x expander) data(n *jnode, s *Schema) (any, error) {
 		return st, nil
 	}
 	return nil, mismatch()
+}
+
+// structCost is what a struct value of s is charged against
+// ExpandMaxValueBytes: its slots, and its field names, which the JSON
+// converters write once per struct.
+func structCost(s *Schema) int {
+	c := 0
+	for _, f := range s.Fields {
+		c += 16 + len(f.Name)
+	}
+	return c
 }
 
 func kindName(k jkind) string {
