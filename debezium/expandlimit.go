@@ -52,10 +52,11 @@ const (
 	// Kafka's default record limit (message.max.bytes,
 	// max.request.size), past which the expanded value, no shorter than
 	// the text but for spaces and dropped nulls, could not be written
-	// with a JSON converter anyway. The tree, schema and value of an
-	// expansion take up to about 100 times the payload's size (an array
-	// of one-digit numbers, the worst case; BenchmarkExpandWorstCase), so
-	// this also keeps one expansion near 100 MiB.
+	// with a JSON converter anyway. An expansion allocates up to about
+	// 150 times the payload's size, some 90 times of it live at once (an
+	// array of one-digit numbers, the worst case;
+	// BenchmarkExpandWorstCase), so this also keeps one expansion near
+	// 150 MiB.
 	ExpandMaxBytes = 1 << 20
 	// ExpandMaxValueBytes bounds the struct values an expansion makes,
 	// each charged 16 bytes a field and its field's name (which the JSON
