@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -85,7 +87,7 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 			head.WriteString("\n  " + n.String())
 		}
 	}
-	root.HeadComment = head.String()
+	root.HeadComment = commentText(head.String())
 	for _, s := range t.settings {
 		v := s.value
 		if s.key == "postgres.url" && secrets && (t.password != "" || t.sslPassword != "") {
@@ -117,6 +119,28 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(b.String()), enc.Close()
+}
+
+// commentText escapes what a YAML comment cannot hold, as Go would quote
+// it: control characters but the newlines between lines, and bytes that
+// are not UTF-8. An option named with one (a properties file can write
+// "\u0000" in a key) made a translation whose YAML did not load.
+func commentText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r != '\n' && (unicode.IsControl(r) || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func put(m *yaml.Node, path []string, v any) {
