@@ -182,21 +182,31 @@ func TestExpandDeepNames(t *testing.T) {
 }
 
 // A payload over a bound is an error of its event, naming the event, so
-// that it goes to the dead letter topic or stops the relay naming it.
+// that it goes to the dead letter topic or stops the relay naming it,
+// whatever format the value is written in: the bounds are checked before
+// any converter sees the payload (the avro case asks no registry).
 func TestRouteDeepPayloadIsEventError(t *testing.T) {
 	cols := outboxColumns()
 	cols[len(cols)-1] = &column{name: "payload", typName: "text"}
-	r := fixedRouter(t, RouterConfig{Table: "public.outbox", ValueFormat: FormatJSONSchema, ExpandJSONPayload: true}, cols...)
-	e := outboxRow(connector.Column{Name: "payload", Value: []byte(nested(100_000))})
-	_, err := r.Route(e)
-	var ee *connector.EventError
-	if !errors.As(err, &ee) || ee.EventID != e.ID {
-		t.Fatalf("err %v, want an EventError of event %s", err, e.ID)
-	}
-	for _, w := range []string{e.ID, "nests 100000 levels deep", "more than the 1000"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("%q does not say %q", err, w)
-		}
+	for _, f := range []Format{FormatJSONSchema, FormatJSON, FormatString, FormatAvro} {
+		t.Run(string(f), func(t *testing.T) {
+			cfg := RouterConfig{Table: "public.outbox", ValueFormat: f, ExpandJSONPayload: true}
+			if f == FormatAvro {
+				cfg.Registry.URLs = []string{"http://127.0.0.1:1"}
+			}
+			r := fixedRouter(t, cfg, cols...)
+			e := outboxRow(connector.Column{Name: "payload", Value: []byte(nested(100_000))})
+			_, err := r.Route(e)
+			var ee *connector.EventError
+			if !errors.As(err, &ee) || ee.EventID != e.ID {
+				t.Fatalf("err %v, want an EventError of event %s", err, e.ID)
+			}
+			for _, w := range []string{e.ID, "nests 100000 levels deep", "more than the 1000"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not say %q", err, w)
+				}
+			}
+		})
 	}
 }
 
