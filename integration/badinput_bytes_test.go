@@ -1,12 +1,9 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,28 +21,6 @@ import (
 // formula of docs/operations.md#memory-sizing (config.Memory), worked out
 // from the very file the binary runs with. Memory is a ceiling here, not a
 // timing: the issue states it as acceptance.
-
-// peakRSS is the child's VmHWM in bytes.
-func peakRSS(t testing.TB, p *proc) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		t.Skipf("no /proc to read the relay's peak memory from: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM %q: %v", rest, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Skip("/proc/PID/status has no VmHWM")
-	return 0
-}
 
 // runSized starts the binary on config and env and returns it with the
 // memory config.Memory allows for them.

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -101,23 +99,6 @@ func (w *rssWatch) log(t *testing.T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t.Logf("the relay's peak resident memory (VmHWM): %d MiB", w.peak>>20)
-}
-
-// vmHWM reads a process's peak resident set size from /proc.
-func vmHWM(pid int) (int64, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err == nil
-		}
-	}
-	return 0, false
 }
 
 // deepJSON is an object nested levels deep, {"a":{"a":...}}: 600 KB for

@@ -83,7 +83,7 @@ func TestBadInputManyTopics(t *testing.T) {
 		t.Errorf("no outboxrelay_events_published_total{topic=\"(other)\"} after %d topics", topics)
 	}
 
-	hwm := vmHWM(t, p.cmd.Process.Pid)
+	hwm := peakRSS(t, p)
 	t.Logf("relay peak RSS (VmHWM): %.1f MiB", float64(hwm)/(1<<20))
 	if hwm >= maxRSS {
 		t.Errorf("the relay's peak RSS was %.1f MiB relaying to %d topics, want under %d MiB", float64(hwm)/(1<<20), topics, maxRSS>>20)
@@ -186,24 +186,3 @@ func waitTopicsWithPrefix(t *testing.T, brokers []string, prefix string, want in
 	}
 }
 
-// vmHWM is the peak resident set size of process pid, in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc to read the relay's peak memory from: %v", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM: %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Skipf("/proc/%d/status has no VmHWM", pid)
-	return 0
-}

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,4 +143,33 @@ func yamlConfig(url string, brokers []string, extra string) string {
 	// Any free port for the HTTP endpoint: instances run side by side.
 	return fmt.Sprintf("postgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: text\nhttp:\n  listen: 127.0.0.1:0\n%s",
 		url, strings.Join(brokers, ", "), extra)
+}
+
+// vmHWM reads a process's peak resident set size (VmHWM) from /proc, in
+// bytes; ok is false where /proc does not say.
+func vmHWM(pid int) (hwm int64, ok bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}
+
+// peakRSS is the relay's peak resident memory in bytes; the test skips
+// where /proc does not say.
+func peakRSS(t testing.TB, p *proc) int64 {
+	t.Helper()
+	hwm, ok := vmHWM(p.cmd.Process.Pid)
+	if !ok {
+		t.Skip("no VmHWM in /proc/PID/status to read the relay's peak memory from")
+	}
+	return hwm
 }
