@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
