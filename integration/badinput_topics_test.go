@@ -182,4 +182,3 @@ func waitTopicsWithPrefix(t *testing.T, brokers []string, prefix string, want in
 		time.Sleep(time.Second)
 	}
 }
-
