@@ -1,0 +1,713 @@
+package connector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The fakes: each method is a function field, so a case replaces one
+// behaviour (a Flush that never ends, a Commit that fails) and keeps the
+// rest.
+
+type fakeSource struct {
+	run func(ctx context.Context, out chan<- Batch) error
+}
+
+func (f fakeSource) Run(ctx context.Context, out chan<- Batch) error { return f.run(ctx, out) }
+
+type fakeSink struct {
+	publish func(ctx context.Context, m *Message, done func(error)) error
+	flush   func(ctx context.Context) error
+	abort   func(ctx context.Context) error
+}
+
+func (f fakeSink) Publish(ctx context.Context, m *Message, done func(error)) error {
+	return f.publish(ctx, m, done)
+}
+func (f fakeSink) Flush(ctx context.Context) error { return f.flush(ctx) }
+func (f fakeSink) Abort(ctx context.Context) error { return f.abort(ctx) }
+
+type fakeTxnSink struct {
+	fakeSink
+	commit func(ctx context.Context, mark *Message) error
+}
+
+func (fakeTxnSink) Transactions() bool { return true }
+func (f fakeTxnSink) Commit(ctx context.Context, mark *Message) error {
+	return f.commit(ctx, mark)
+}
+
+// wait bounds every wait of these tests: long enough for a loaded machine,
+// short enough that a hang fails instead of stalling the suite.
+const wait = 30 * time.Second
+
+// errAborted is the fake sink's outcome for a message it aborted.
+var errAborted = errors.New("aborted")
+
+// broker is the state behind the fake sinks: what was published and
+// committed, and the calls made, in order. outcome decides each message's
+// fate by the number of times its event was published before (0 the
+// first time); nil acknowledges everything. refuse, when set, is a size
+// limit per topic that Publish checks, as the Kafka sink does, refusing a
+// larger record before sending it.
+type broker struct {
+	outcome func(m *Message, before int) error
+	limit   map[string]int
+	// hold keeps each acknowledgement until ack, Flush or Abort; without
+	// it a plain sink acknowledges inside Publish.
+	hold bool
+
+	mu        sync.Mutex
+	calls     []string
+	published []Message // every message handed over, copied
+	committed []Message // in a transaction, what commits made visible
+	marks     []*Message
+	times     map[string]int
+	pending   []pendingAck
+	txnFailed error // a message of the open transaction was refused
+	signal    chan struct{}
+}
+
+type pendingAck struct {
+	m    Message
+	done func(error)
+	err  error
+}
+
+func newBroker() *broker {
+	return &broker{times: map[string]int{}, signal: make(chan struct{}, 1)}
+}
+
+// call logs a call; the caller holds mu.
+func (k *broker) call(s string) {
+	k.calls = append(k.calls, s)
+	select {
+	case k.signal <- struct{}{}:
+	default:
+	}
+}
+
+// until waits for cond, checked under mu after every call.
+func (k *broker) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		k.mu.Lock()
+		ok := cond()
+		k.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-k.signal:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			t.Fatalf("waited %s for %s; calls: %v", wait, what, k.calls)
+		}
+	}
+}
+
+func (k *broker) callLog() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.calls)
+}
+
+func copyMessage(m *Message) Message {
+	c := *m
+	c.Headers = slices.Clone(m.Headers)
+	return c
+}
+
+// accept takes m, the caller holding mu: refused is the size check's
+// refusal (m was not sent), err the outcome it will be acknowledged with.
+func (k *broker) accept(m *Message) (c Message, refused, err error) {
+	c = copyMessage(m)
+	if lim, ok := k.limit[m.Topic]; ok && m.Size() > lim {
+		k.call("refuse " + m.Topic + "/" + m.EventID)
+		return c, &EventError{EventID: m.EventID, Err: &RecordTooLargeError{Size: m.Size(), Limit: lim}}, nil
+	}
+	k.call("publish " + m.Topic + "/" + m.EventID)
+	k.published = append(k.published, c)
+	if k.outcome != nil {
+		err = k.outcome(m, k.times[m.Topic+"/"+m.EventID])
+	}
+	k.times[m.Topic+"/"+m.EventID]++
+	return c, nil, err
+}
+
+// sink is a plain (at least once) sink on k.
+func (k *broker) sink() fakeSink {
+	return fakeSink{
+		publish: func(ctx context.Context, m *Message, done func(error)) error {
+			k.mu.Lock()
+			c, refused, err := k.accept(m)
+			if refused != nil {
+				k.mu.Unlock()
+				return refused
+			}
+			if k.hold {
+				k.pending = append(k.pending, pendingAck{m: c, done: done, err: err})
+				k.mu.Unlock()
+				return nil
+			}
+			k.mu.Unlock()
+			done(err)
+			return nil
+		},
+		flush: func(ctx context.Context) error {
+			k.mu.Lock()
+			k.call("flush")
+			k.mu.Unlock()
+			k.ack(func(Message) bool { return true })
+			return nil
+		},
+		abort: func(ctx context.Context) error {
+			k.mu.Lock()
+			k.call("abort")
+			p := k.pending
+			k.pending = nil
+			k.mu.Unlock()
+			for _, a := range p {
+				a.done(errAborted)
+			}
+			return nil
+		},
+	}
+}
+
+// ack acknowledges the held messages that which selects, with their
+// outcomes, in the order they were published.
+func (k *broker) ack(which func(Message) bool) {
+	k.mu.Lock()
+	var now, keep []pendingAck
+	for _, a := range k.pending {
+		if which(a.m) {
+			now = append(now, a)
+		} else {
+			keep = append(keep, a)
+		}
+	}
+	k.pending = keep
+	k.mu.Unlock()
+	for _, a := range now {
+		a.done(a.err)
+	}
+}
+
+// txnSink is a transactional sink on k: a refusal fails its message at
+// once and dooms the transaction; every other message is acknowledged by
+// the commit.
+func (k *broker) txnSink() fakeTxnSink {
+	return fakeTxnSink{
+		fakeSink: fakeSink{
+			publish: func(ctx context.Context, m *Message, done func(error)) error {
+				k.mu.Lock()
+				c, refused, err := k.accept(m)
+				if refused != nil {
+					k.mu.Unlock()
+					return refused
+				}
+				if err != nil {
+					if k.txnFailed == nil {
+						k.txnFailed = err
+					}
+					k.mu.Unlock()
+					done(err)
+					return nil
+				}
+				k.pending = append(k.pending, pendingAck{m: c, done: done})
+				k.mu.Unlock()
+				return nil
+			},
+			flush: func(ctx context.Context) error {
+				k.mu.Lock()
+				k.call("flush")
+				k.mu.Unlock()
+				return nil
+			},
+			abort: func(ctx context.Context) error {
+				k.mu.Lock()
+				k.call("abort")
+				k.mu.Unlock()
+				k.endTxn(errAborted)
+				return nil
+			},
+		},
+		commit: func(ctx context.Context, mark *Message) error {
+			k.mu.Lock()
+			if failed := k.txnFailed; failed != nil {
+				// As the Kafka sink: the refusal is why the commit fails.
+				k.call("commit refused")
+				k.mu.Unlock()
+				err := fmt.Errorf("a record of the Kafka transaction was refused, so it is aborted: %w", failed)
+				k.endTxn(fmt.Errorf("%w: %w", errAborted, err))
+				return err
+			}
+			name := "<nil>"
+			if mark != nil {
+				name = string(mark.Value)
+				c := copyMessage(mark)
+				k.marks = append(k.marks, &c)
+			} else {
+				k.marks = append(k.marks, nil)
+			}
+			k.call("commit " + name)
+			for _, a := range k.pending {
+				k.committed = append(k.committed, a.m)
+			}
+			k.mu.Unlock()
+			k.endTxn(nil)
+			return nil
+		},
+	}
+}
+
+// endTxn settles the open transaction's messages with err.
+func (k *broker) endTxn(err error) {
+	k.mu.Lock()
+	p := k.pending
+	k.pending = nil
+	k.txnFailed = nil
+	k.mu.Unlock()
+	for _, a := range p {
+		a.done(err)
+	}
+}
+
+// outcomes records Done calls of named batches, in order.
+type outcomes struct {
+	mu   sync.Mutex
+	got  []string
+	errs map[string]error
+	n    chan struct{}
+}
+
+func newOutcomes() *outcomes {
+	return &outcomes{errs: map[string]error{}, n: make(chan struct{}, 1000)}
+}
+
+// done is the Done of batch name: it logs "name" or "name!" for an error.
+func (o *outcomes) done(name string) func(error) {
+	return func(err error) {
+		o.mu.Lock()
+		s := name
+		if err != nil {
+			s += "!"
+			o.errs[name] = err
+		}
+		o.got = append(o.got, s)
+		o.mu.Unlock()
+		o.n <- struct{}{}
+	}
+}
+
+func (o *outcomes) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
+}
+
+// wait waits until n Done calls in all were made.
+func (o *outcomes) wait(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(wait)
+	for len(o.list()) < n {
+		select {
+		case <-o.n:
+		case <-deadline:
+			t.Fatalf("waited %s for %d Done calls; got %v", wait, n, o.list())
+		}
+	}
+}
+
+func ev(id, aggType string) Event {
+	return Event{ID: id, AggregateType: aggType, AggregateID: "agg-" + id, Payload: []byte(`{"n":"` + id + `"}`)}
+}
+
+// batch is a batch of events with ids ids of aggregate type "order".
+func batch(done func(error), ids ...string) Batch {
+	b := Batch{Done: done}
+	for _, id := range ids {
+		b.Events = append(b.Events, ev(id, "order"))
+	}
+	return b
+}
+
+// offer sends bs on out, and reports whether ctx ended first.
+func offer(ctx context.Context, out chan<- Batch, bs ...Batch) bool {
+	for _, b := range bs {
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// script is a source whose n-th Run offers runs[n] (the last one again
+// past the end) and then waits for its end; runs counts the calls.
+func script(runs *int, mu *sync.Mutex, batches ...func() []Batch) fakeSource {
+	return fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+		mu.Lock()
+		n := *runs
+		*runs++
+		mu.Unlock()
+		if n >= len(batches) {
+			n = len(batches) - 1
+		}
+		offer(ctx, out, batches[n]()...)
+		<-ctx.Done()
+		return nil
+	}}
+}
+
+// logs collects what a runner logged, as text.
+type logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logs) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// atOnce is a runner config whose restarts come at once.
+func atOnce(cfg RunnerConfig) RunnerConfig {
+	cfg.RetryMin, cfg.RetryMax = time.Millisecond, time.Millisecond
+	return cfg
+}
+
+// running is a runner started in the background.
+type running struct {
+	cancel context.CancelFunc
+	ended  chan error
+}
+
+func start(t *testing.T, src Source, snk Sink, cfg RunnerConfig, opts ...Option) *running {
+	t.Helper()
+	r, err := NewRunner(src, snk, atOnce(cfg), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, ended: make(chan error, 1)}
+	go func() { run.ended <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-run.ended:
+		case <-time.After(wait):
+			t.Errorf("the runner did not return within %s of its cancellation", wait)
+		}
+	})
+	return run
+}
+
+// stop cancels the runner and returns what Run returned.
+func (run *running) stop(t *testing.T) error {
+	t.Helper()
+	run.cancel()
+	return run.result(t)
+}
+
+// result waits for Run to return by itself.
+func (run *running) result(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-run.ended:
+		run.ended <- err // for the cleanup
+		return err
+	case <-time.After(wait):
+		t.Fatalf("the runner did not return within %s", wait)
+		return nil
+	}
+}
+
+// on lists the ids of the messages of k on topic, in publish order.
+func on(msgs []Message, topic string) []string {
+	var ids []string
+	for _, m := range msgs {
+		if m.Topic == topic {
+			ids = append(ids, m.EventID)
+		}
+	}
+	return ids
+}
+
+func (k *broker) publishedOn(topic string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return on(k.published, topic)
+}
+
+func (k *broker) find(topic, id string) (Message, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, m := range k.published {
+		if m.Topic == topic && m.EventID == id {
+			return m, true
+		}
+	}
+	return Message{}, false
+}
+
+// TestRunnerDoneInOrder: Done is called once per batch, in the order the
+// batches came, and only once Kafka has acknowledged every event of the
+// batch and of every batch before it, however the acknowledgements are
+// ordered. A failure fails that batch and every later one.
+func TestRunnerDoneInOrder(t *testing.T) {
+	// a: e1 e2 | b: e3 | c: e4, the middle of a source transaction (no
+	// Done) | d: nothing to publish, only a position to confirm | e: e5.
+	tests := []struct {
+		name string
+		acks []string
+		// fail, when set, is the event whose acknowledgement is an error.
+		fail string
+		// steps is what Done has said after each acknowledgement.
+		steps [][]string
+		// final is what Done has said once the runner stopped.
+		final []string
+	}{
+		{
+			name:  "acknowledged in order",
+			acks:  []string{"e1", "e2", "e3", "e4", "e5"},
+			steps: [][]string{{}, {"a"}, {"a", "b"}, {"a", "b", "d"}, {"a", "b", "d", "e"}},
+			final: []string{"a", "b", "d", "e"},
+		},
+		{
+			name:  "acknowledged last first",
+			acks:  []string{"e5", "e4", "e3", "e2", "e1"},
+			steps: [][]string{{}, {}, {}, {}, {"a", "b", "d", "e"}},
+			final: []string{"a", "b", "d", "e"},
+		},
+		{
+			name:  "partitions interleaved",
+			acks:  []string{"e1", "e3", "e5", "e2", "e4"},
+			steps: [][]string{{}, {}, {}, {"a", "b"}, {"a", "b", "d", "e"}},
+			final: []string{"a", "b", "d", "e"},
+		},
+		{
+			name:  "a failure fails every later batch",
+			acks:  []string{"e1", "e3", "e2"},
+			fail:  "e2",
+			steps: [][]string{{}, {}, {"a!", "b!"}},
+			// d and e fail when the runner aborts what is left.
+			final: []string{"a!", "b!", "d!", "e!"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			k.hold = true
+			k.outcome = func(m *Message, _ int) error {
+				if m.EventID == tc.fail {
+					return errors.New("broker unavailable")
+				}
+				return nil
+			}
+			o := newOutcomes()
+			var mu sync.Mutex
+			runs := 0
+			src := script(&runs, &mu, func() []Batch {
+				return []Batch{
+					batch(o.done("a"), "e1", "e2"),
+					batch(o.done("b"), "e3"),
+					batch(nil, "e4"),
+					{Done: o.done("d")},
+					batch(o.done("e"), "e5"),
+				}
+			}, func() []Batch { return nil })
+			run := start(t, src, k.sink(), RunnerConfig{})
+			// The runner takes batches in turn: e5 published, d was taken.
+			k.until(t, "five events published", func() bool { return len(k.published) == 5 })
+			for i, id := range tc.acks {
+				k.ack(func(m Message) bool { return m.EventID == id })
+				if got := o.list(); !slices.Equal(got, tc.steps[i]) && (len(got) > 0 || len(tc.steps[i]) > 0) {
+					t.Fatalf("after acknowledging %v, Done said %v; want %v", tc.acks[:i+1], got, tc.steps[i])
+				}
+			}
+			o.wait(t, len(tc.final))
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run after a stop: %v; want nil", err)
+			}
+			if got := o.list(); !slices.Equal(got, tc.final) {
+				t.Fatalf("Done said %v; want %v, once per batch", got, tc.final)
+			}
+		})
+	}
+}
+
+// TestRunnerGracefulStop: a stop waits up to ShutdownTimeout for Kafka to
+// acknowledge what is in flight and confirms it before it stops the
+// source; one that cannot drain in time says so and leaves the batch not
+// done, to be published again; a stop in the middle of a source
+// transaction first takes the rest of it.
+func TestRunnerGracefulStop(t *testing.T) {
+	tests := []struct {
+		name string
+		// flush replaces the sink's Flush, when set.
+		flush func(k *broker) func(context.Context) error
+		// midTxn: the first batch is a chunk of a source transaction,
+		// whose end (batch b) the source sends only after the stop.
+		midTxn bool
+		// want is the Done log at the end; wantErr what runOnce returns;
+		// wantLog a line the runner logged.
+		want    []string
+		wantErr string
+		wantLog string
+	}{
+		{
+			name: "drains what is in flight",
+			want: []string{"a"},
+		},
+		{
+			name: "cannot drain within the timeout",
+			flush: func(k *broker) func(context.Context) error {
+				return func(ctx context.Context) error {
+					<-ctx.Done() // Kafka never answers
+					return ctx.Err()
+				}
+			},
+			want:    []string{"a!"},
+			wantErr: "drain in-flight events within 50ms",
+			wantLog: "shutdown timeout passed with events in flight",
+		},
+		{
+			name:   "takes the rest of a source transaction",
+			midTxn: true,
+			want:   []string{"b"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			k.hold = true
+			snk := k.sink()
+			if tc.flush != nil {
+				snk.flush = tc.flush(k)
+			}
+			o := newOutcomes()
+			rest := make(chan struct{})
+			srcEnded := make(chan []string, 1)
+			src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+				if tc.midTxn {
+					if offer(ctx, out, batch(nil, "e1")) {
+						<-rest
+						offer(ctx, out, batch(o.done("b"), "e2"))
+					}
+				} else {
+					offer(ctx, out, batch(o.done("a"), "e1"))
+				}
+				<-ctx.Done()
+				srcEnded <- o.list() // what was confirmed before the source stopped
+				return nil
+			}}
+			var l logs
+			r, err := NewRunner(src, snk, atOnce(RunnerConfig{ShutdownTimeout: 50 * time.Millisecond}), WithLogger(l.logger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ended := make(chan error, 1)
+			go func() { ended <- r.runOnce(ctx) }()
+			k.until(t, "e1 published", func() bool { return len(k.published) == 1 })
+			cancel()
+			close(rest)
+			var got error
+			select {
+			case got = <-ended:
+			case <-time.After(wait):
+				t.Fatalf("runOnce did not return within %s of the stop", wait)
+			}
+			if tc.wantErr == "" && got != nil || tc.wantErr != "" && (got == nil || !strings.Contains(got.Error(), tc.wantErr)) {
+				t.Fatalf("runOnce: %v; want %q", got, tc.wantErr)
+			}
+			if done := o.list(); !slices.Equal(done, tc.want) {
+				t.Fatalf("Done said %v; want %v", done, tc.want)
+			}
+			if before := <-srcEnded; !slices.Equal(before, tc.want) {
+				t.Errorf("when the source stopped, Done had said %v; want %v: the source reports the last checkpoint as it stops", before, tc.want)
+			}
+			if tc.wantLog != "" && !strings.Contains(l.String(), tc.wantLog) {
+				t.Errorf("log %q; want %q", l.String(), tc.wantLog)
+			}
+		})
+	}
+}
+
+// TestRunnerSourceErrors: a source that loses its connection, or stops
+// unasked, is run again after a backoff; a permanent error ends Run.
+func TestRunnerSourceErrors(t *testing.T) {
+	errMissing := errors.New(`relation "outbox" does not exist`)
+	tests := []struct {
+		name string
+		// first is what the first Run of the source returns.
+		first    error
+		wantRuns int
+		wantErr  error // nil: Run goes on, and a stop returns nil
+	}{
+		{name: "lost connection restarts", first: errors.New("connection reset by peer"), wantRuns: 2},
+		{name: "stopped unasked restarts", first: nil, wantRuns: 2},
+		{name: "permanent returns", first: Permanent(errMissing), wantRuns: 1, wantErr: errMissing},
+		{name: "an event error returns", first: &EventError{EventID: "e9", Err: errMissing}, wantRuns: 1, wantErr: errMissing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			o := newOutcomes()
+			var mu sync.Mutex
+			runs := 0
+			src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+				mu.Lock()
+				runs++
+				n := runs
+				mu.Unlock()
+				if n == 1 {
+					return tc.first
+				}
+				offer(ctx, out, batch(o.done("a"), "e1"))
+				<-ctx.Done()
+				return nil
+			}}
+			run := start(t, src, k.sink(), RunnerConfig{})
+			var err error
+			if tc.wantErr != nil {
+				err = run.result(t)
+			} else {
+				o.wait(t, 1)
+				err = run.stop(t)
+			}
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("Run: %v; want %v", err, tc.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if runs != tc.wantRuns {
+				t.Fatalf("the source ran %d times; want %d", runs, tc.wantRuns)
+			}
+		})
+	}
+}
