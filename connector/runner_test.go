@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // The fakes: each method is a function field, so a case replaces one
@@ -707,6 +709,353 @@ func TestRunnerSourceErrors(t *testing.T) {
 			defer mu.Unlock()
 			if runs != tc.wantRuns {
 				t.Fatalf("the source ran %d times; want %d", runs, tc.wantRuns)
+			}
+		})
+	}
+}
+
+const ownTopic = "outbox.event.order"
+
+// TestRunnerEventErrors: an event that can never be published goes, with
+// a dead letter topic, to that topic with headers saying which event and
+// why, and the events around it flow; without one, Run stops with an
+// error naming the event, and its batch is not done.
+func TestRunnerEventErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		bad  Event
+		// limit is the sink's size limit of the event's own topic.
+		limit int
+		// wantErr is in the dead letter's error header, and in Run's error
+		// without a dead letter topic.
+		wantErr string
+		// wantTopic is the header naming the topic it was routed to; ""
+		// when routing did not get that far.
+		wantTopic string
+		// wantValue: the dead letter record keeps the payload.
+		wantValue bool
+	}{
+		{
+			name: "invalid row",
+			bad: Event{ID: "bad", AggregateType: "order", Payload: []byte(`{}`),
+				Invalid: &EventError{EventID: "bad", Err: errors.New(`column "aggregateid" is missing or NULL`)}},
+			wantErr:   `column "aggregateid" is missing or NULL`,
+			wantValue: true,
+		},
+		{
+			name:      "illegal topic",
+			bad:       Event{ID: "bad", AggregateType: "order lines", AggregateID: "o1", Payload: []byte(`{}`)},
+			wantErr:   `aggregate type "order lines"`,
+			wantValue: true,
+		},
+		{
+			name:      "too large for its topic",
+			bad:       Event{ID: "bad", AggregateType: "order", AggregateID: "o1", Payload: bytes.Repeat([]byte("x"), 1000)},
+			limit:     500,
+			wantErr:   "more than the broker's limit of 500",
+			wantTopic: ownTopic,
+		},
+	}
+	for _, tc := range tests {
+		for _, dlq := range []string{"dlq", ""} {
+			name := tc.name + "/dead letter topic"
+			if dlq == "" {
+				name = tc.name + "/no dead letter topic"
+			}
+			t.Run(name, func(t *testing.T) {
+				k := newBroker()
+				if tc.limit > 0 {
+					k.limit = map[string]int{ownTopic: tc.limit}
+				}
+				o := newOutcomes()
+				var mu sync.Mutex
+				runs := 0
+				src := script(&runs, &mu, func() []Batch {
+					b := batch(o.done("a"), "ok1")
+					b.Events = append(b.Events, tc.bad, ev("ok2", "order"))
+					return []Batch{b}
+				})
+				run := start(t, src, k.sink(), RunnerConfig{DeadLetterTopic: dlq})
+				if dlq == "" {
+					err := run.result(t)
+					var ee *EventError
+					if !errors.As(err, &ee) || ee.EventID != "bad" || !strings.Contains(err.Error(), tc.wantErr) || !IsPermanent(err) {
+						t.Fatalf("Run: %v; want a permanent error naming event bad and saying %q", err, tc.wantErr)
+					}
+					o.wait(t, 1)
+					if got := o.list(); !slices.Equal(got, []string{"a!"}) {
+						t.Fatalf("Done said %v; want [a!]: the batch of an event neither published nor dead lettered is not done", got)
+					}
+					if got := k.publishedOn(ownTopic); slices.Contains(got, "bad") || slices.Contains(got, "ok2") {
+						t.Fatalf("published %v; want nothing from event bad on", got)
+					}
+					return
+				}
+				o.wait(t, 1)
+				if err := run.stop(t); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if got := o.list(); !slices.Equal(got, []string{"a"}) {
+					t.Fatalf("Done said %v; want [a]", got)
+				}
+				if got := k.publishedOn(ownTopic); !slices.Equal(got, []string{"ok1", "ok2"}) {
+					t.Fatalf("%s got %v; want [ok1 ok2]", ownTopic, got)
+				}
+				dl, ok := k.find("dlq", "bad")
+				if !ok {
+					t.Fatalf("nothing on the dead letter topic; calls %v", k.callLog())
+				}
+				if id := header(&dl, "id"); id != "bad" {
+					t.Errorf("dead letter id header %q; want bad", id)
+				}
+				if e := header(&dl, HeaderError); !strings.Contains(e, tc.wantErr) {
+					t.Errorf("dead letter %s header %q; want it to say %q", HeaderError, e, tc.wantErr)
+				}
+				if topic, ok := headerOK(&dl, HeaderOriginalTopic); topic != tc.wantTopic || ok != (tc.wantTopic != "") {
+					t.Errorf("dead letter %s header %q (present %v); want %q", HeaderOriginalTopic, topic, ok, tc.wantTopic)
+				}
+				if got := dl.Value != nil; got != tc.wantValue {
+					t.Errorf("dead letter value kept %v; want %v", got, tc.wantValue)
+				}
+				if !tc.wantValue && header(&dl, HeaderOmittedValue) != strconv.Itoa(len(tc.bad.Payload)) {
+					t.Errorf("dead letter %s %q; want %d", HeaderOmittedValue, header(&dl, HeaderOmittedValue), len(tc.bad.Payload))
+				}
+				if string(dl.Key) != tc.bad.AggregateID {
+					t.Errorf("dead letter key %q; want the aggregate id %q", dl.Key, tc.bad.AggregateID)
+				}
+			})
+		}
+	}
+}
+
+func headerOK(m *Message, key string) (string, bool) {
+	return header(m, key), hasHeader(m, key)
+}
+
+// TestRunnerSuspect: the broker answers for a whole batch, so an event
+// that failed after it was handed to the sink is only a suspect. The next
+// run publishes it alone, everything before it flushed first; it goes to
+// the dead letter topic only if it fails alone.
+func TestRunnerSuspect(t *testing.T) {
+	tooLarge := func(m *Message) error {
+		return &EventError{EventID: m.EventID, Err: &RecordTooLargeError{Size: m.Size(), Cause: errors.New("MESSAGE_TOO_LARGE")}}
+	}
+	tests := []struct {
+		name string
+		dlq  string
+		// fails: x fails when published for the n-th time (0 first).
+		fails func(n int) bool
+		// wantDead: x ends on the dead letter topic; else on its own.
+		wantDead bool
+		wantDone []string
+	}{
+		{name: "a neighbour's failure", dlq: "dlq", fails: func(n int) bool { return n == 0 }, wantDone: []string{"a!", "a"}},
+		{name: "its own failure", dlq: "dlq", fails: func(int) bool { return true }, wantDead: true, wantDone: []string{"a!", "a"}},
+		{name: "no dead letter topic", fails: func(int) bool { return true }, wantDone: []string{"a!"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			k.outcome = func(m *Message, n int) error {
+				if m.Topic == ownTopic && m.EventID == "x" && tc.fails(n) {
+					return tooLarge(m)
+				}
+				return nil
+			}
+			o := newOutcomes()
+			var mu sync.Mutex
+			runs := 0
+			src := script(&runs, &mu, func() []Batch { return []Batch{batch(o.done("a"), "y", "x", "z")} })
+			run := start(t, src, k.sink(), RunnerConfig{DeadLetterTopic: tc.dlq})
+			o.wait(t, len(tc.wantDone))
+			var err error
+			if tc.dlq == "" {
+				err = run.result(t)
+				var ee *EventError
+				if !errors.As(err, &ee) || ee.EventID != "x" {
+					t.Fatalf("Run: %v; want an error naming event x", err)
+				}
+			} else if err = run.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := o.list(); !slices.Equal(got, tc.wantDone) {
+				t.Fatalf("Done said %v; want %v", got, tc.wantDone)
+			}
+			if tc.dlq == "" {
+				return
+			}
+			// The second run: y, then x alone between two flushes, then z.
+			calls := k.callLog()
+			second := slices.Index(calls, "publish "+ownTopic+"/y")
+			second += 1 + slices.Index(calls[second+1:], "publish "+ownTopic+"/y")
+			want := []string{"publish " + ownTopic + "/y", "flush", "publish " + ownTopic + "/x", "flush"}
+			if tc.wantDead {
+				want = append(want, "publish dlq/x")
+			}
+			want = append(want, "publish "+ownTopic+"/z")
+			if got := calls[second:min(len(calls), second+len(want))]; !slices.Equal(got, want) {
+				t.Fatalf("second run's calls %v; want %v (all calls %v)", got, want, calls)
+			}
+			_, dead := k.find("dlq", "x")
+			if dead != tc.wantDead {
+				t.Fatalf("x on the dead letter topic: %v; want %v", dead, tc.wantDead)
+			}
+			if dead {
+				dl, _ := k.find("dlq", "x")
+				if v := header(&dl, HeaderOmittedValue); dl.Value != nil || v == "" {
+					t.Errorf("dead letter of a record too large: value %q, %s %q; want no value and its size", dl.Value, HeaderOmittedValue, v)
+				}
+			}
+		})
+	}
+}
+
+// TestRunnerDeadLetterTooLarge: a dead letter record larger than its
+// topic takes, refused by the sink's size check, is sent again without
+// what does not fit (value, a large key, the excess of long headers),
+// each omission marked with the size of what was there; one refused by
+// the broker itself is sent at its smallest by the next run. One that
+// cannot fit stops the relay naming the event.
+func TestRunnerDeadLetterTooLarge(t *testing.T) {
+	longErr := strings.Repeat("é", 2500) // 5000 bytes
+	tests := []struct {
+		name string
+		bad  Event
+		// limits are the sink's size limits by topic.
+		limits map[string]int
+		// brokerRefuses: the broker refuses bad's dead letter record when
+		// published for the n-th time (the sink's check let it through).
+		brokerRefuses func(n int) bool
+		// wantMarkers are the omitted-markers of the dead letter record;
+		// nil with wantErr, when the relay stops.
+		wantMarkers map[string]string
+		wantKey     bool
+		wantDone    []string
+		wantErr     string
+	}{
+		{
+			name:        "value left out",
+			bad:         Event{ID: "bad", AggregateType: "order", AggregateID: "o1", Payload: bytes.Repeat([]byte("v"), 1000)},
+			limits:      map[string]int{ownTopic: 500, "dlq": 500},
+			wantMarkers: map[string]string{HeaderOmittedValue: "1000"},
+			wantKey:     true,
+			wantDone:    []string{"a"},
+		},
+		{
+			name:        "large key left out",
+			bad:         Event{ID: "bad", AggregateType: "order", AggregateID: strings.Repeat("k", 3000), Payload: []byte(`{}`)},
+			limits:      map[string]int{ownTopic: 2000, "dlq": 2000},
+			wantMarkers: map[string]string{HeaderOmittedValue: "2", HeaderOmittedKey: "3000"},
+			wantDone:    []string{"a"},
+		},
+		{
+			name: "long error cut",
+			bad: Event{ID: "bad", AggregateType: "order", AggregateID: "o1", Payload: []byte(`{"a":1}`),
+				Invalid: &EventError{EventID: "bad", Err: errors.New(longErr)}},
+			limits:      map[string]int{"dlq": 1500},
+			wantMarkers: map[string]string{HeaderOmittedValue: "7", HeaderOmittedError: "5000"},
+			wantKey:     true,
+			wantDone:    []string{"a"},
+		},
+		{
+			name:     "cannot fit",
+			bad:      Event{ID: "bad", AggregateType: "order", AggregateID: "o1", Payload: bytes.Repeat([]byte("v"), 1000)},
+			limits:   map[string]int{ownTopic: 500, "dlq": 70},
+			wantDone: []string{"a!"},
+			wantErr:  "its dead letter record cannot be written either",
+		},
+		{
+			name:          "refused by the broker, smallest next run",
+			bad:           Event{ID: "bad", AggregateType: "order", AggregateID: strings.Repeat("k", 3000), Payload: []byte(`{}`)},
+			limits:        map[string]int{ownTopic: 2000},
+			brokerRefuses: func(n int) bool { return n == 0 },
+			wantMarkers:   map[string]string{HeaderOmittedValue: "2", HeaderOmittedKey: "3000"},
+			wantDone:      []string{"a!", "a"},
+		},
+		{
+			name:          "refused by the broker at its smallest too",
+			bad:           Event{ID: "bad", AggregateType: "order", AggregateID: strings.Repeat("k", 3000), Payload: []byte(`{}`)},
+			limits:        map[string]int{ownTopic: 2000},
+			brokerRefuses: func(int) bool { return true },
+			wantDone:      []string{"a!", "a!"},
+			wantErr:       "its dead letter record cannot be written either",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			k.limit = tc.limits
+			k.outcome = func(m *Message, n int) error {
+				if m.Topic == "dlq" && tc.brokerRefuses != nil && tc.brokerRefuses(n) {
+					return &EventError{EventID: m.EventID, Err: &RecordTooLargeError{Size: m.Size(), Cause: errors.New("MESSAGE_TOO_LARGE")}}
+				}
+				return nil
+			}
+			o := newOutcomes()
+			var mu sync.Mutex
+			runs := 0
+			src := script(&runs, &mu, func() []Batch {
+				b := batch(o.done("a"), "ok1")
+				b.Events = append(b.Events, tc.bad, ev("ok2", "order"))
+				return []Batch{b}
+			})
+			run := start(t, src, k.sink(), RunnerConfig{DeadLetterTopic: "dlq"})
+			o.wait(t, len(tc.wantDone))
+			if tc.wantErr != "" {
+				err := run.result(t)
+				var ee *EventError
+				if !errors.As(err, &ee) || ee.EventID != "bad" || !IsPermanent(err) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Run: %v; want a permanent error naming event bad and saying %q", err, tc.wantErr)
+				}
+				if got := o.list(); !slices.Equal(got, tc.wantDone) {
+					t.Fatalf("Done said %v; want %v", got, tc.wantDone)
+				}
+				return
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := o.list(); !slices.Equal(got, tc.wantDone) {
+				t.Fatalf("Done said %v; want %v", got, tc.wantDone)
+			}
+			// The last dead letter record published is the one that stays.
+			k.mu.Lock()
+			var dl Message
+			for _, m := range k.published {
+				if m.Topic == "dlq" {
+					dl = m
+				}
+			}
+			k.mu.Unlock()
+			if dl.EventID != "bad" {
+				t.Fatalf("no dead letter record of event bad; calls %v", k.callLog())
+			}
+			if lim, ok := tc.limits["dlq"]; ok && dl.Size() > lim {
+				t.Errorf("dead letter record of %d bytes; the topic takes %d", dl.Size(), lim)
+			}
+			markers := map[string]string{}
+			for _, h := range dl.Headers {
+				if strings.HasPrefix(h.Key, "outboxrelay.omitted.") {
+					markers[h.Key] = string(h.Value)
+				}
+			}
+			if fmt.Sprint(markers) != fmt.Sprint(tc.wantMarkers) {
+				t.Errorf("markers %v; want %v", markers, tc.wantMarkers)
+			}
+			if dl.Value != nil {
+				t.Errorf("dead letter value %q; want it left out", dl.Value)
+			}
+			if got := dl.Key != nil; got != tc.wantKey {
+				t.Errorf("dead letter key kept: %v; want %v", got, tc.wantKey)
+			}
+			if header(&dl, "id") != "bad" {
+				t.Errorf("dead letter id header %q; want bad: it must always say which event", header(&dl, "id"))
+			}
+			if e := header(&dl, HeaderError); !utf8.ValidString(e) || len(e) > DeadLetterHeaderBytes && tc.wantMarkers[HeaderOmittedError] != "" {
+				t.Errorf("error header of %d bytes, valid UTF-8 %v; want at most %d, cut on a character", len(e), utf8.ValidString(e), DeadLetterHeaderBytes)
+			}
+			if got := k.publishedOn(ownTopic); !slices.Equal(got[len(got)-2:], []string{"ok1", "ok2"}) {
+				t.Errorf("%s got %v; want ok1 and ok2 to flow", ownTopic, got)
 			}
 		})
 	}
