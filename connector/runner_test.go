@@ -1060,3 +1060,240 @@ func TestRunnerDeadLetterTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerTransactions: with a transactional sink, the runner commits at
+// a batch that carries a checkpoint once the transaction interval has
+// passed, with that checkpoint; a batch's Done comes only with the commit;
+// a source's Prepare runs after the flush and before the commit, and its
+// failure, or a refused event, aborts the transaction. An event refused in
+// a transaction is tried alone, and dead lettered if it fails alone.
+func TestRunnerTransactions(t *testing.T) {
+	checkpoint := func(name string) func() (*Message, error) {
+		return func() (*Message, error) { return &Message{Topic: "checkpoints", Value: []byte(name)}, nil }
+	}
+	refused := func(m *Message) error {
+		return &EventError{EventID: m.EventID, Err: errors.New("the broker refused the record: INVALID_RECORD")}
+	}
+	logged := func(k *broker, call string) {
+		k.mu.Lock()
+		k.call(call)
+		k.mu.Unlock()
+	}
+	tests := []struct {
+		name     string
+		interval time.Duration
+		dlq      string
+		// batches are what each run of the source offers; k is there for
+		// Prepare to log its call.
+		batches func(k *broker, o *outcomes) []Batch
+		outcome func(m *Message, n int) error
+		commit  func(k *broker) func(context.Context, *Message) error
+		// waitDone is the number of Done calls to wait for before the
+		// stop, 0 to wait for two events published instead.
+		waitDone int
+		wantDone []string // the first Done calls
+		// wantCalls are the calls of run callsOfRun, in order.
+		callsOfRun int
+		wantCalls  []string
+		// wantCommitted is what read_committed consumers see.
+		wantCommitted []string
+	}{
+		{
+			name:       "commits at the first checkpoint after the interval",
+			callsOfRun: 1,
+			interval:   time.Nanosecond,
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("b"), "e2")
+				b.Checkpoint = checkpoint("cp-b")
+				return []Batch{batch(o.done("a"), "e1"), b}
+			},
+			waitDone:      2,
+			wantDone:      []string{"a", "b"},
+			wantCalls:     []string{"publish " + ownTopic + "/e1", "publish " + ownTopic + "/e2", "commit cp-b"},
+			wantCommitted: []string{"e1", "e2"},
+		},
+		{
+			name:       "a stop commits the last checkpoint",
+			callsOfRun: 1,
+			interval:   time.Hour,
+			batches: func(k *broker, o *outcomes) []Batch {
+				a, b := batch(o.done("a"), "e1"), batch(o.done("b"), "e2")
+				a.Checkpoint, b.Checkpoint = checkpoint("cp-a"), checkpoint("cp-b")
+				return []Batch{a, b}
+			},
+			wantDone:      []string{"a", "b"},
+			wantCalls:     []string{"publish " + ownTopic + "/e1", "publish " + ownTopic + "/e2", "commit cp-b"},
+			wantCommitted: []string{"e1", "e2"},
+		},
+		{
+			name:       "prepare after the flush, before the commit",
+			callsOfRun: 1,
+			interval:   time.Hour,
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("a"), "e1", "e2")
+				b.Prepare = func(context.Context) error { logged(k, "prepare"); return nil }
+				return []Batch{b}
+			},
+			waitDone:      1,
+			wantDone:      []string{"a"},
+			wantCalls:     []string{"publish " + ownTopic + "/e1", "publish " + ownTopic + "/e2", "flush", "prepare", "commit <nil>"},
+			wantCommitted: []string{"e1", "e2"},
+		},
+		{
+			name:       "a failed prepare aborts",
+			callsOfRun: 1,
+			interval:   time.Hour,
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("a"), "e1")
+				b.Prepare = func(context.Context) error {
+					logged(k, "prepare")
+					return errors.New("the claim's rows were taken by another instance")
+				}
+				return []Batch{b}
+			},
+			waitDone:  2,
+			wantDone:  []string{"a!", "a!"}, // the next run fails the same way
+			wantCalls: []string{"publish " + ownTopic + "/e1", "flush", "prepare", "abort"},
+		},
+		{
+			name:       "a failed commit aborts",
+			callsOfRun: 1,
+			interval:   time.Nanosecond,
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("a"), "e1")
+				b.Checkpoint = checkpoint("cp-a")
+				return []Batch{b}
+			},
+			commit: func(k *broker) func(context.Context, *Message) error {
+				return func(context.Context, *Message) error {
+					logged(k, "commit fails")
+					return errors.New("coordinator not available")
+				}
+			},
+			waitDone:  2,
+			wantDone:  []string{"a!", "a!"},
+			wantCalls: []string{"publish " + ownTopic + "/e1", "commit fails", "abort"},
+		},
+		{
+			name:       "a neighbour's refusal: the suspect alone commits",
+			callsOfRun: 2,
+			interval:   time.Nanosecond,
+			dlq:        "dlq",
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("a"), "y", "x")
+				b.Checkpoint = checkpoint("cp-a")
+				return []Batch{b}
+			},
+			outcome: func(m *Message, n int) error {
+				if m.EventID == "x" && n == 0 {
+					return refused(m)
+				}
+				return nil
+			},
+			waitDone:      2,
+			wantDone:      []string{"a!", "a"},
+			wantCalls:     []string{"publish " + ownTopic + "/y", "flush", "publish " + ownTopic + "/x", "flush", "commit cp-a"},
+			wantCommitted: []string{"y", "x"},
+		},
+		{
+			name:       "its own refusal: dead lettered in the next transaction",
+			callsOfRun: 3,
+			interval:   time.Nanosecond,
+			dlq:        "dlq",
+			batches: func(k *broker, o *outcomes) []Batch {
+				b := batch(o.done("a"), "y", "x")
+				b.Checkpoint = checkpoint("cp-a")
+				return []Batch{b}
+			},
+			outcome: func(m *Message, n int) error {
+				if m.Topic == ownTopic && m.EventID == "x" {
+					return refused(m)
+				}
+				return nil
+			},
+			// Refused among others, then alone (the transaction can only
+			// abort), then dead lettered.
+			waitDone:      3,
+			wantDone:      []string{"a!", "a!", "a"},
+			wantCalls:     []string{"publish " + ownTopic + "/y", "publish dlq/x", "commit cp-a"},
+			wantCommitted: []string{"y", "dlq:x"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			k.outcome = tc.outcome
+			snk := k.txnSink()
+			if tc.commit != nil {
+				snk.commit = tc.commit(k)
+			}
+			o := newOutcomes()
+			src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+				logged(k, "run")
+				bs := tc.batches(k, o)
+				for i := range bs {
+					// A batch's Done(nil) must come with the commit.
+					done := bs[i].Done
+					bs[i].Done = func(err error) {
+						k.mu.Lock()
+						committed := len(k.committed)
+						k.mu.Unlock()
+						if err == nil && committed == 0 {
+							t.Errorf("Done(nil) before any commit")
+						}
+						done(err)
+					}
+				}
+				offer(ctx, out, bs...)
+				<-ctx.Done()
+				return nil
+			}}
+			run := start(t, src, snk, RunnerConfig{DeadLetterTopic: tc.dlq, TransactionInterval: tc.interval})
+			if tc.waitDone > 0 {
+				o.wait(t, tc.waitDone)
+			} else {
+				k.until(t, "two events published", func() bool { return len(k.published) == 2 })
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := o.list(); len(got) < len(tc.wantDone) || !slices.Equal(got[:len(tc.wantDone)], tc.wantDone) {
+				t.Fatalf("Done said %v; want %v first", got, tc.wantDone)
+			}
+			if got := runCalls(k.callLog(), tc.callsOfRun); !slices.Equal(got, tc.wantCalls) {
+				t.Errorf("calls of run %d: %v; want %v (all: %v)", tc.callsOfRun, got, tc.wantCalls, k.callLog())
+			}
+			k.mu.Lock()
+			var committed []string
+			for _, m := range k.committed {
+				if m.Topic == ownTopic {
+					committed = append(committed, m.EventID)
+				} else {
+					committed = append(committed, m.Topic+":"+m.EventID)
+				}
+			}
+			k.mu.Unlock()
+			if !slices.Equal(committed, tc.wantCommitted) {
+				t.Errorf("committed %v; want %v", committed, tc.wantCommitted)
+			}
+		})
+	}
+}
+
+// runCalls are the calls made during the n-th run of the source (from 1).
+func runCalls(calls []string, n int) []string {
+	var runs []int
+	for i, c := range calls {
+		if c == "run" {
+			runs = append(runs, i)
+		}
+	}
+	if n > len(runs) {
+		return nil
+	}
+	end := len(calls)
+	if n < len(runs) {
+		end = runs[n]
+	}
+	return calls[runs[n-1]+1 : end]
+}
