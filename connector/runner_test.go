@@ -57,7 +57,7 @@ var errAborted = errors.New("aborted")
 // broker is the state behind the fake sinks: what was published and
 // committed, and the calls made, in order. outcome decides each message's
 // fate by the number of times its event was published before (0 the
-// first time); nil acknowledges everything. refuse, when set, is a size
+// first time); nil acknowledges everything. limit, when set, is a size
 // limit per topic that Publish checks, as the Kafka sink does, refusing a
 // larger record before sending it.
 type broker struct {
