@@ -3,7 +3,7 @@ package cdc
 import (
 	"github.com/jackc/pgerrcode"
 
-	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // RouterConfig says how the [Router] turns an event into a record. Its

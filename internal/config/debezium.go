@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/debezium"
-	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // DebeziumRouting holds the routing keys that reproduce Debezium's Outbox

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // TestDebeziumRouterKeepsPostgresNetwork gives the router's own connection,

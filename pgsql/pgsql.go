@@ -21,28 +21,16 @@ import (
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 
-// CheckName reports a name PostgreSQL cannot hold as written: empty, over
-// 63 bytes, or with a NUL.
-func CheckName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("is empty")
-	case len(name) > 63:
-		return fmt.Errorf("%q is %d bytes long; PostgreSQL names are at most 63", name, len(name))
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%q contains a NUL character", name)
-	}
-	return nil
-}
-
 // SplitTable splits "schema.table" (or "table", in schema public) into its
 // parts. Names are taken as written, case and all; quote neither part.
+// What PostgreSQL would not keep of each part is pgident.Check's to say,
+// with the key it came from.
 func SplitTable(name string) (schema, table string, err error) {
 	schema, table, ok := strings.Cut(name, ".")
 	if !ok {
 		schema, table = "public", name
 	}
-	if CheckName(schema) != nil || CheckName(table) != nil || strings.Contains(table, ".") {
+	if schema == "" || table == "" || strings.Contains(table, ".") {
 		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 bytes)", name)
 	}
 	return schema, table, nil
