@@ -18,13 +18,41 @@ import (
 //
 //   - acked: what Kafka has acknowledged, raised by the batches' Done
 //     callbacks as they come;
-//   - saved: the part of it a checkpoint holds, raised by the checkpointer
-//     every cdc.checkpoint_interval while acked moves;
+//   - saved: the part of it a checkpoint holds, raised by the saver every
+//     cdc.checkpoint_interval while acked moves, or by the commit of the
+//     Kafka transaction a checkpoint goes in (txn.go);
 //   - the slot: confirmed only up to saved, never beyond.
 //
-// So the slot is never ahead of the checkpoint unless someone else moved
-// it, and a slot behind the checkpoint is streamed from the checkpoint on,
-// skipping what Kafka already has.
+// (position.go keeps them, and decides with them.) So the slot is never
+// ahead of the checkpoint unless someone else moved it, and a slot behind
+// the checkpoint is streamed from the checkpoint on, skipping what Kafka
+// already has.
+//
+// How a checkpoint is written is chosen once, when the store is opened:
+// the store saves it (the saver below), or, with kafka.delivery
+// exactly_once, the sink commits it in the Kafka transaction of the events
+// it covers (txn.go). Either way every batch that ends a source
+// transaction goes through one checkpointFunc.
+
+// checkpointFunc gives a batch that ends after txn (a source transaction,
+// or a mark at a position) its checkpoint: mark, when not nil, is the
+// record the sink commits with the batch, and done, the batch's Done,
+// records in the position what Kafka acknowledged. events counts the
+// events of this process handed on up to and with the batch, n of them in
+// it; pending says a snapshot is still under way. It is called once per
+// such batch, by the goroutine that hands the batches on, in their order.
+type checkpointFunc func(txn *ackedTxn, events, n int64, pending bool) (mark func() (*connector.Message, error), done func(error))
+
+// storeCheckpoint is the checkpointFunc of a source whose store saves the
+// checkpoints: a batch records what Kafka acknowledged, and the saver
+// saves it.
+func (s *Source) storeCheckpoint(txn *ackedTxn, _, n int64, _ bool) (func() (*connector.Message, error), func(error)) {
+	return nil, func(err error) {
+		if err == nil {
+			s.pos.update(func(p *positions) { p.ack(txn, n, true) })
+		}
+	}
+}
 
 // OpenCheckpoints opens the store the source keeps its checkpoints in, for
 // the relay named by key. It is called once, on the first connection.
@@ -37,25 +65,14 @@ func WithCheckpoints(open OpenCheckpoints, relayVersion string) Option {
 	return func(s *Source) { s.openStore, s.relayVersion = open, relayVersion }
 }
 
-// ackedTxn is the last transaction with events that Kafka acknowledged.
-type ackedTxn struct {
-	end    pglogrepl.LSN
-	commit time.Time
-	lastID string
-	// proof names the transaction in the server's history (history.go);
-	// nil for a mark at a position.
-	proof *connector.CheckpointTxn
-}
-
 // Checkpoint is the last checkpoint the source saved or loaded, if any.
 // It is meant for tests and for a stopped source.
 func (s *Source) Checkpoint() (connector.Checkpoint, bool) {
-	s.cpMu.Lock()
-	defer s.cpMu.Unlock()
-	if s.current == nil {
+	p := s.pos.get()
+	if p.current == nil {
 		return connector.Checkpoint{}, false
 	}
-	return *s.current, true
+	return *p.current, true
 }
 
 // loadCheckpoint identifies the server, opens the store and reads the
@@ -76,13 +93,16 @@ func (s *Source) loadCheckpoint(ctx context.Context) error {
 			return fmt.Errorf("open the checkpoint store: %w", err)
 		}
 	}
+	// The one place the source asks how checkpoints are written
+	// (kafka.delivery); the rest follows from s.checkpoint.
 	if rec, ok := store.(connector.CheckpointRecorder); ok && rec.Transactions() {
 		// txn.go: read once the slot is this relay's and the other
 		// writers are fenced, in prepare.
-		s.recorder = rec
+		s.recorder, s.checkpoint = rec, s.txnCheckpoint
 		s.store = store
 		return nil
 	}
+	s.checkpoint = s.storeCheckpoint
 	if err := s.firstLoad(ctx, store); err != nil {
 		store.Close()
 		return err
@@ -104,13 +124,7 @@ func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore)
 	s.store = store
 	s.loaded = true
 	if found {
-		s.setCurrent(&cp)
-		if cp.Key == key {
-			s.eventsBase = cp.Events
-			s.advance(pglogrepl.LSN(cp.EndLSN))
-			s.saved.Store(cp.EndLSN)
-			s.loadTxn(cp)
-		}
+		s.pos.update(func(p *positions) { p.load(cp, cp.Key == key) })
 		s.log.Info("read the checkpoint", "slot", s.cfg.Slot, "end_lsn", pglogrepl.LSN(cp.EndLSN).String(),
 			"commit_time", cp.CommitTime, "written", cp.Written, "system_identifier", cp.Key.SystemID)
 	}
@@ -128,16 +142,13 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 		}
 		return fmt.Errorf("read the checkpoint of slot %q: %w", s.cfg.Slot, err)
 	}
-	cur, ok := s.Checkpoint()
-	if !found || cp.Key != s.identity.CheckpointKey(s.cfg.Slot) || (ok && cur.Key == cp.Key && cp.EndLSN <= cur.EndLSN) {
+	if !found {
 		return nil
 	}
-	s.setCurrent(&cp)
-	s.eventsBase = cp.Events - s.events.Load()
-	s.loadTxn(cp)
-	s.advance(pglogrepl.LSN(cp.EndLSN))
-	if cp.EndLSN > s.saved.Load() {
-		s.saved.Store(cp.EndLSN)
+	var took bool
+	s.pos.update(func(p *positions) { took = p.takeOver(cp, s.identity.CheckpointKey(s.cfg.Slot)) })
+	if !took {
+		return nil
 	}
 	s.log.Info("read the checkpoint another session left", "slot", s.cfg.Slot, "end_lsn", pglogrepl.LSN(cp.EndLSN).String(),
 		"commit_time", cp.CommitTime, "written", cp.Written)
@@ -145,9 +156,12 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 }
 
 func (s *Source) setCurrent(cp *connector.Checkpoint) {
-	s.cpMu.Lock()
-	s.current = cp
-	s.cpMu.Unlock()
+	s.pos.update(func(p *positions) { p.current = cp })
+}
+
+// ids is what every checkpoint of the source says of itself.
+func (s *Source) ids() checkpointIdentity {
+	return checkpointIdentity{key: s.identity.CheckpointKey(s.cfg.Slot), timeline: s.identity.Timeline, relayVersion: s.relayVersion}
 }
 
 // Close releases the checkpoint store. Call it once Run has returned for
@@ -166,48 +180,14 @@ func (s *Source) save(ctx context.Context) error {
 	if s.recorder != nil {
 		return nil // the sink commits the checkpoints (txn.go)
 	}
-	lsn := s.acked.Load()
-	// Read after acked, and raised before it: it may be a transaction
-	// past lsn, whose end Kafka has then acknowledged too.
-	last := s.lastTxn.Load()
-	if last != nil && last.EndLSN > lsn {
-		lsn = last.EndLSN
-	}
-	key := s.identity.CheckpointKey(s.cfg.Slot)
-	cur, ok := s.Checkpoint()
-	own := ok && cur.Key == key
-	pending := s.snapshotting.Load()
-	if own && cur.SnapshotPending && pending {
-		return nil // held at the consistent point until the snapshot is in Kafka
-	}
-	if own && cur.EndLSN == lsn && cur.SnapshotPending == pending {
+	cp, ok := s.pos.get().toSave(s.ids(), time.Now())
+	if !ok {
 		return nil
 	}
-	cp := connector.Checkpoint{
-		Key:          key,
-		EndLSN:       lsn,
-		Timeline:     s.identity.Timeline,
-		Events:       s.eventsBase + s.events.Load(),
-		RelayVersion: s.relayVersion,
-		Written:      time.Now(),
-
-		SnapshotPending: pending,
-	}
-	if own {
-		cp.CommitTime, cp.LastEventID = cur.CommitTime, cur.LastEventID
-	}
-	if t := s.lastAcked.Load(); t != nil {
-		cp.CommitTime, cp.LastEventID = t.commit, t.lastID
-	}
-	if last != nil {
-		cp.LastTxn = *last
-	}
 	if err := s.store.Save(ctx, cp); err != nil {
-		return fmt.Errorf("save the checkpoint at %s: %w", pglogrepl.LSN(lsn), err)
+		return fmt.Errorf("save the checkpoint at %s: %w", pglogrepl.LSN(cp.EndLSN), err)
 	}
-	s.setCurrent(&cp)
-	s.saved.Store(lsn)
-	s.lastSave = time.Now()
+	s.pos.update(func(p *positions) { p.stored(cp, time.Now()) })
 	return nil
 }
 
@@ -230,22 +210,18 @@ func (s *Source) startCheckpointer(ctx context.Context) *checkpointer {
 		defer close(c.done)
 		t := time.NewTicker(s.cfg.CheckpointInterval)
 		defer t.Stop()
-		savedEvents := s.events.Load()
+		savedEvents := s.pos.get().events
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			cur, _ := s.Checkpoint()
-			snapshotDone := cur.SnapshotPending && !s.snapshotting.Load()
-			if s.acked.Load() == s.saved.Load() && !snapshotDone {
+			p := s.pos.get()
+			if !p.saveDue(savedEvents, time.Now(), s.cfg.StatusInterval) {
 				continue
 			}
-			n := s.events.Load()
-			if n == savedEvents && !snapshotDone && time.Since(s.lastSave) < s.cfg.StatusInterval {
-				continue
-			}
+			n := p.events
 			// A save that Kafka does not answer must not hold the
 			// position back for ever unnoticed.
 			sctx, cancel := context.WithTimeout(ctx, max(10*time.Second, 10*s.cfg.CheckpointInterval))

@@ -76,20 +76,8 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 			}
 			snap, b.job = &job, nil
 		}
-		if pos.fresh {
-			s.acked.Store(uint64(pos.lsn))
-			s.saved.Store(0)
-			// The relay reads everything the slot sends from here.
-			s.lastTxn.Store(nil)
-			s.noteTxn(&connector.CheckpointTxn{EndLSN: uint64(pos.lsn)})
-		} else {
-			s.advance(pos.lsn)
-			if s.lastTxn.Load() == nil {
-				// A checkpoint without last_txn (version 1), or none:
-				// what the relay reads from here on proves the history.
-				s.noteTxn(&connector.CheckpointTxn{EndLSN: s.acked.Load()})
-			}
-		}
+		start := pglogrepl.LSN(0)
+		s.pos.update(func(p *positions) { start = p.resume(pos) })
 		cp, ok := s.Checkpoint()
 		if snap == nil && ok && cp.SnapshotPending {
 			s.log.Warn("the snapshot of the outbox table was not all in Kafka when the relay stopped; publishing the table again, as it is now, before streaming (consumers drop the repeats by id)",
@@ -97,7 +85,7 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 			snap = &snapshotJob{}
 		}
 		if snap != nil {
-			s.snapshotting.Store(true)
+			s.pos.update(func(p *positions) { p.snapshotPending = true })
 		}
 		s.needMark = s.recorder != nil && (!ok || snap != nil)
 		if s.recorder == nil && (!ok || snap != nil) {
@@ -112,12 +100,6 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 				return nil, 0, nil, &checkpointError{err}
 			}
 		}
-		// Starting at our own acknowledged position skips what Kafka
-		// already has: after a reconnect, and after a start with a slot
-		// behind the checkpoint. The server starts at the slot's
-		// confirmed position when that is later (and at 0/0 means
-		// exactly that).
-		start := pglogrepl.LSN(s.acked.Load())
 		if snap != nil {
 			return conn, start, snap, nil
 		}

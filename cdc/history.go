@@ -131,32 +131,6 @@ func (h *historyCheck) keepalive(wal pglogrepl.LSN) (done bool, differs string) 
 	return wal >= h.end, ""
 }
 
-// noteTxn raises lastTxn to t, never lowering it: a transaction the server
-// sends again from before the checkpoint does not undo the proof beyond it.
-func (s *Source) noteTxn(t *connector.CheckpointTxn) {
-	if t == nil || t.EndLSN == 0 {
-		return
-	}
-	for {
-		cur := s.lastTxn.Load()
-		if cur != nil && cur.EndLSN >= t.EndLSN {
-			return
-		}
-		if s.lastTxn.CompareAndSwap(cur, t) {
-			return
-		}
-	}
-}
-
-// loadTxn takes the proof of a checkpoint read from the store.
-func (s *Source) loadTxn(cp connector.Checkpoint) {
-	if t := cp.LastTxn; t.Known() {
-		s.lastTxn.Store(&t)
-	} else {
-		s.lastTxn.Store(nil)
-	}
-}
-
 // checkHistory replays the slot when it is behind the checkpoint, and
 // keeps what it found for judge. conn is prepare's connection.
 func (s *Source) checkHistory(ctx context.Context, conn *pgx.Conn) error {

@@ -137,25 +137,15 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	// A backfill's rows that Kafka may have already, by why they were
 	// chosen, to report.
 	var repeats []BackfillRepeats
-	eventsAt := s.events.Load()
+	eventsAt := s.pos.get().events
 	// send hands on the batch; the last one's Done, after every other
 	// snapshot batch's, says Kafka has them all. With exactly once every
 	// batch may end a Kafka transaction, with a checkpoint at the
 	// consistent point that says whether the snapshot is still under way.
 	send := func(last bool) error {
 		n := int64(len(batch))
-		var mark func() (*connector.Message, error)
-		var done func(error)
-		if s.recorder != nil {
-			eventsAt += n
-			mark, done = s.markFuncs(s.markAt(at), eventsAt, n, !last)
-		} else {
-			done = func(err error) {
-				if err == nil {
-					s.events.Add(n)
-				}
-			}
-		}
+		eventsAt += n
+		mark, done := s.checkpoint(s.markAt(at), eventsAt, n, !last)
 		if last {
 			inner, rows, repeats := done, total, repeats
 			done = func(err error) {
@@ -163,7 +153,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 				if err != nil {
 					return
 				}
-				s.snapshotting.Store(false)
+				s.pos.update(func(p *positions) { p.snapshotPending = false })
 				if job.backfill {
 					attrs := []any{"slot", s.cfg.Slot, "rows", rows}
 					if res := (BackfillResult{Repeats: repeats}); !s.backfill.All {

@@ -22,43 +22,29 @@ type Source struct {
 	tables []table
 	log    *slog.Logger
 
-	// acked is the end LSN of the last transaction that Kafka has
-	// acknowledged along with everything before it, or a keepalive
-	// position reached while nothing was in flight. Batch Done callbacks
-	// raise it from the sink's goroutines; the replication loop reads it.
-	// It outlives a connection, so a reconnect starts from it.
-	acked atomic.Uint64
+	// pos is where the source stands, from the stream to the slot
+	// (position.go). It outlives a connection, so a reconnect starts
+	// from it.
+	pos position
 
 	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
 
-	// The checkpoint (checkpoint.go). saved is the position the last
-	// checkpoint holds: the slot is confirmed up to it and no further.
+	// The checkpoint (checkpoint.go).
 	openStore    OpenCheckpoints
 	relayVersion string
 	store        connector.CheckpointStore // opened on the first connection
 	identity     Identity
-	saved        atomic.Uint64
-	lastAcked    atomic.Pointer[ackedTxn]
-	// lastTxn is the last transaction received from the slot whose end
-	// Kafka has, with everything before it (history.go): raised before
-	// acked in the same callback, so that it is never behind a checkpoint
-	// that acked gives.
-	lastTxn atomic.Pointer[connector.CheckpointTxn]
-	// history is what the last replay of the slot found (history.go).
-	history    *historyFinding
-	events     atomic.Int64 // events acknowledged by this process
-	eventsBase int64        // events the checkpoint counted before
-	lastSave   time.Time
-	needMark   bool // exactly once: commit a checkpoint before streaming
-	// snapshotting: the rows of cdc.snapshot initial are not all in
-	// Kafka yet, and the checkpoint holds at the slot's consistent point.
-	snapshotting atomic.Bool
-	cpMu         sync.Mutex
-	current      *connector.Checkpoint // saved or loaded; nil: none
-	loaded       bool                  // the store was read once
+	// checkpoint gives every batch that ends a source transaction its
+	// checkpoint; chosen once, when the store is opened (checkpoint.go).
+	checkpoint checkpointFunc
 	// recorder: the sink commits the checkpoints in the events' Kafka
-	// transactions (kafka.delivery exactly_once, txn.go); nil otherwise.
+	// transactions (kafka.delivery exactly_once, txn.go); nil: the store
+	// saves them. Set with checkpoint, and only there.
 	recorder connector.CheckpointRecorder
+	// history is what the last replay of the slot found (history.go).
+	history  *historyFinding
+	needMark bool // exactly once: commit a checkpoint before streaming
+	loaded   bool // the store was read once
 
 	// slotLosses counts the slot losses detected; lostSlot is set when
 	// one stopped the source (slotloss.go).
@@ -137,25 +123,21 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 
 // ConfirmedLSN is the position the source has confirmed, or will confirm
 // with its next status update: the last checkpoint's.
-func (s *Source) ConfirmedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.saved.Load()) }
+func (s *Source) ConfirmedLSN() pglogrepl.LSN {
+	p := s.pos.get()
+	return p.saved
+}
 
 // AcknowledgedLSN is the position Kafka has acknowledged everything
 // before; the next checkpoint saves it.
-func (s *Source) AcknowledgedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.acked.Load()) }
+func (s *Source) AcknowledgedLSN() pglogrepl.LSN {
+	p := s.pos.get()
+	return p.acked
+}
 
 // SkippedChanges counts the UPDATE, DELETE and TRUNCATE changes of the
 // outbox table that the source skipped.
 func (s *Source) SkippedChanges() int64 { return s.skipped.Load() }
-
-// advance raises acked to lsn; it never lowers it.
-func (s *Source) advance(lsn pglogrepl.LSN) {
-	for {
-		cur := s.acked.Load()
-		if uint64(lsn) <= cur || s.acked.CompareAndSwap(cur, uint64(lsn)) {
-			return
-		}
-	}
-}
 
 // Run implements [connector.Source]: it prepares the publication and slot,
 // waits while another session holds the slot, then streams from the slot
@@ -209,9 +191,14 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 
+	var eventsAt int64
+	s.pos.update(func(p *positions) {
+		p.startStream(start)
+		eventsAt = p.events
+	})
 	cp := s.startCheckpointer(ctx)
-	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, emitted: start, skipBefore: start, cpFailed: cp.failed,
-		eventsAt: s.events.Load(), lastMark: time.Now()}
+	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, skipBefore: start, cpFailed: cp.failed,
+		eventsAt: eventsAt, lastMark: time.Now()}
 	err = st.run(ctx)
 	cp.halt()
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -229,7 +216,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 	if ctx.Err() != nil {
 		if ferr := st.finish(finalCtx); ferr != nil {
 			s.log.Warn("could not confirm the last position to the slot; the next start publishes the events after it again",
-				"slot", s.cfg.Slot, "confirmed_lsn", pglogrepl.LSN(st.reported), "checkpoint_lsn", s.ConfirmedLSN(), "err", ferr)
+				"slot", s.cfg.Slot, "confirmed_lsn", s.pos.get().reported, "checkpoint_lsn", s.ConfirmedLSN(), "err", ferr)
 		}
 	} else if serr := st.sendStatus(finalCtx, false); serr != nil && err == nil {
 		// A last status update, so the slot holds what Kafka has.

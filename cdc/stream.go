@@ -50,9 +50,6 @@ type stream struct {
 	cols       []connector.Column // reused by every insert
 	timer      *time.Timer        // emit's, reused
 
-	// emitted is the end LSN of the last transaction handed to the runner;
-	// once acked reaches it, nothing is in flight.
-	emitted pglogrepl.LSN
 	// skipBefore is where the stream was asked to start: a transaction
 	// whose commit lies before it is in Kafka already. The server skips
 	// those itself; the check costs one comparison a transaction.
@@ -74,7 +71,6 @@ type stream struct {
 	// heard is when the server last said anything; time spent waiting
 	// for the runner in emit, not reading, does not count as silence.
 	heard    time.Time
-	reported uint64
 	lastWarn time.Time
 }
 
@@ -109,17 +105,20 @@ func (st *stream) run(ctx context.Context) error {
 		default:
 		}
 		now := time.Now()
+		pos := st.src.pos.get()
 		switch {
 		case !now.Before(st.nextStatus):
 			if err := st.sendStatus(ctx, true); err != nil {
 				return err
 			}
-		case st.src.saved.Load() != st.reported && !now.Before(st.nextConfirm):
+			pos = st.src.pos.get()
+		case pos.confirmDue() && !now.Before(st.nextConfirm):
 			// Confirmed promptly, not only every status interval: what the
 			// slot has not been told is published again after a crash.
 			if err := st.confirm(ctx); err != nil {
 				return err
 			}
+			pos = st.src.pos.get()
 		}
 		if !st.nextConfirm.After(now) {
 			// Nothing new to confirm yet: look again a checkpoint interval on.
@@ -134,7 +133,7 @@ func (st *stream) run(ctx context.Context) error {
 		if d := st.heard.Add(timeout); d.Before(deadline) {
 			deadline = d
 		}
-		if uint64(st.emitted) > st.reported && st.nextConfirm.Before(deadline) {
+		if pos.unconfirmed() && st.nextConfirm.Before(deadline) {
 			deadline = st.nextConfirm
 		}
 		if !deadline.Equal(set) {
@@ -194,9 +193,7 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 		// Kafka has all of it, the slot may move to the server's position:
 		// that is how an idle outbox table lets go of WAL that other
 		// tables write.
-		if !st.inTxn && st.src.acked.Load() >= uint64(st.emitted) {
-			st.src.advance(ka.ServerWALEnd)
-			st.emitted = max(st.emitted, ka.ServerWALEnd)
+		if !st.inTxn && st.pass(ka.ServerWALEnd, nil) {
 			if err := st.markIdle(ctx); err != nil {
 				return err
 			}
@@ -248,35 +245,18 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		st.inTxn = false
 		end := m.TransactionEndLSN
 		proof := &connector.CheckpointTxn{Xid: st.xid, CommitLSN: uint64(m.CommitLSN), EndLSN: uint64(end), CommitTime: st.commitTime}
-		if st.txnEvents == 0 && st.src.acked.Load() >= uint64(st.emitted) {
+		if st.txnEvents == 0 && st.pass(end, proof) {
 			// Nothing of ours, nothing in flight: confirmable at once.
-			st.src.noteTxn(proof)
-			st.src.advance(end)
-			st.emitted = max(st.emitted, end)
 			return st.markIdle(ctx)
 		}
-		src, n := st.src, int64(st.txnEvents)
-		txn := &ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID, proof: proof}
-		if src.recorder != nil {
-			st.eventsAt += n
-			mark, done := src.markFuncs(txn, st.eventsAt, n, false)
-			if err := st.emitWith(ctx, mark, done); err != nil {
-				return err
-			}
-			st.emitted, st.lastMark = end, time.Now()
-			return nil
-		}
-		if err := st.emit(ctx, func(err error) {
-			if err == nil {
-				src.lastAcked.Store(txn)
-				src.events.Add(n)
-				src.noteTxn(proof)
-				src.advance(end)
-			}
-		}); err != nil {
+		n := int64(st.txnEvents)
+		st.eventsAt += n
+		mark, done := st.src.checkpoint(&ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID, proof: proof}, st.eventsAt, n, false)
+		if err := st.emitWith(ctx, mark, done); err != nil {
 			return err
 		}
-		st.emitted = end
+		st.src.pos.update(func(p *positions) { p.emitted = end })
+		st.lastMark = time.Now()
 	}
 	return nil
 }
@@ -400,6 +380,14 @@ func (st *stream) skip(id uint32, op string) {
 	}
 }
 
+// pass moves the position past end while nothing is in flight
+// (positions.pass).
+func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
+	var passed bool
+	st.src.pos.update(func(p *positions) { passed = p.pass(end, proof) })
+	return passed
+}
+
 // emit hands the current batch to the runner. While the runner is busy it
 // keeps the status updates going, so the server does not time out a
 // session that is only waiting for Kafka.
@@ -503,8 +491,8 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 // report sends the checkpoint's position to the server: what Kafka has
 // acknowledged and a checkpoint holds.
 func (st *stream) report(ctx context.Context, reply bool) error {
-	lsn := pglogrepl.LSN(st.src.saved.Load())
-	if lsn == 0 {
+	lsn, ok := st.src.pos.get().report()
+	if !ok {
 		return nil
 	}
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{
@@ -517,8 +505,12 @@ func (st *stream) report(ctx context.Context, reply bool) error {
 	if err != nil {
 		return fmt.Errorf("send status update to slot %q: %w", st.src.cfg.Slot, err)
 	}
-	if uint64(lsn) != st.reported {
-		st.reported = uint64(lsn)
+	var moved bool
+	st.src.pos.update(func(p *positions) {
+		moved = p.reported != lsn
+		p.reported = lsn
+	})
+	if moved {
 		st.src.log.Debug("confirmed position", "slot", st.src.cfg.Slot, "lsn", lsn)
 	}
 	return nil

@@ -20,27 +20,14 @@ import (
 // the slot, and after it fenced any earlier instance (prepare), so that no
 // stale instance can commit a later one behind its back.
 
-// markFuncs returns the Checkpoint and Done of a batch that ends after
-// txn, when events events of this process have been handed on, n of them
-// in this batch.
-func (s *Source) markFuncs(txn *ackedTxn, events, n int64, snapshotPending bool) (func() (*connector.Message, error), func(error)) {
+// txnCheckpoint is the checkpointFunc of a source whose checkpoints the
+// sink commits in Kafka transactions: the batch carries its checkpoint,
+// and its Done, called once a checkpoint at or after it is committed,
+// raises saved with what Kafka acknowledged.
+func (s *Source) txnCheckpoint(txn *ackedTxn, events, n int64, pending bool) (func() (*connector.Message, error), func(error)) {
 	var built *connector.Checkpoint
 	mark := func() (*connector.Message, error) {
-		cp := connector.Checkpoint{
-			Key:          s.identity.CheckpointKey(s.cfg.Slot),
-			EndLSN:       uint64(txn.end),
-			CommitTime:   txn.commit,
-			LastEventID:  txn.lastID,
-			Timeline:     s.identity.Timeline,
-			Events:       s.eventsBase + events,
-			RelayVersion: s.relayVersion,
-			Written:      time.Now(),
-
-			SnapshotPending: snapshotPending,
-		}
-		if txn.proof != nil && txn.proof.EndLSN <= uint64(txn.end) {
-			cp.LastTxn = *txn.proof
-		}
+		cp := s.pos.get().mark(s.ids(), txn, events, pending, time.Now())
 		built = &cp
 		return s.recorder.Message(cp)
 	}
@@ -48,37 +35,18 @@ func (s *Source) markFuncs(txn *ackedTxn, events, n int64, snapshotPending bool)
 		if err != nil {
 			return
 		}
-		if txn.lastID != "" {
-			s.lastAcked.Store(txn)
-		}
-		s.events.Add(n)
-		if txn.proof != nil {
-			s.noteTxn(txn.proof)
-		}
-		s.advance(txn.end)
-		for {
-			cur := s.saved.Load()
-			if uint64(txn.end) <= cur || s.saved.CompareAndSwap(cur, uint64(txn.end)) {
-				break
-			}
-		}
-		if built != nil {
-			s.setCurrent(built)
-		}
+		s.pos.update(func(p *positions) {
+			p.ack(txn, n, txn.lastID != "")
+			p.committed(txn.end, built)
+		})
 	}
 	return mark, done
 }
 
-// markAt is a transaction-less mark at lsn: the last acknowledged
-// transaction's commit time and event id, the position lsn.
+// markAt is a transaction-less mark at lsn (positions.markAt).
 func (s *Source) markAt(lsn pglogrepl.LSN) *ackedTxn {
-	t := &ackedTxn{end: lsn, proof: s.lastTxn.Load()}
-	if last := s.lastAcked.Load(); last != nil {
-		t.commit, t.lastID = last.commit, last.lastID
-	} else if cp, ok := s.Checkpoint(); ok {
-		t.commit, t.lastID = cp.CommitTime, cp.LastEventID
-	}
-	return t
+	p := s.pos.get()
+	return p.markAt(lsn)
 }
 
 // emitMark hands on an empty batch that only commits a checkpoint at lsn:
@@ -86,7 +54,8 @@ func (s *Source) markAt(lsn pglogrepl.LSN) *ackedTxn {
 // caught too, and, with cdc.snapshot initial, the one saying a snapshot is
 // under way.
 func (s *Source) emitMark(ctx context.Context, out chan<- connector.Batch, lsn pglogrepl.LSN) error {
-	mark, done := s.markFuncs(s.markAt(lsn), s.events.Load(), 0, s.snapshotting.Load())
+	p := s.pos.get()
+	mark, done := s.checkpoint(p.markAt(lsn), p.events, 0, p.snapshotPending)
 	select {
 	case out <- connector.Batch{Checkpoint: mark, Done: done}:
 		s.needMark = false
@@ -101,10 +70,14 @@ func (s *Source) emitMark(ctx context.Context, out chan<- connector.Batch, lsn p
 // interval: the slot may only be confirmed up to a committed checkpoint.
 func (st *stream) markIdle(ctx context.Context) error {
 	s := st.src
-	if s.recorder == nil || uint64(st.emitted) <= s.saved.Load() || time.Since(st.lastMark) < s.cfg.StatusInterval || s.snapshotting.Load() {
+	if s.recorder == nil || time.Since(st.lastMark) < s.cfg.StatusInterval {
 		return nil
 	}
-	mark, done := s.markFuncs(s.markAt(st.emitted), st.eventsAt, 0, false)
+	p := s.pos.get()
+	if !p.idleMarkDue() {
+		return nil
+	}
+	mark, done := s.checkpoint(p.markAt(p.emitted), st.eventsAt, 0, false)
 	st.lastMark = time.Now()
 	return st.emitWith(ctx, mark, done)
 }
