@@ -21,13 +21,17 @@ import (
 // connection and the position streaming starts from; with a snapshot to
 // publish first (cdc.snapshot initial), it returns before starting, and
 // Run starts once the snapshot is handed on.
+//
+// Each decision is a step of its own: the checkpoint (loadCheckpoint,
+// once), the slot (prepare, then createSlotOn), what to publish before
+// streaming (snapshotFor), the position (positions.resume), the first
+// checkpoint (firstCheckpoint) and the start (startReplication, again
+// after another session took the slot).
 func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *snapshotJob, error) {
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	cfg, err := s.replicationConfig()
 	if err != nil {
-		return nil, 0, nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+		return nil, 0, nil, err
 	}
-	s.cfg.Network.Apply(cfg)
-	cfg.RuntimeParams["replication"] = "database"
 	if err := s.loadCheckpoint(ctx); err != nil { // checkpoint.go
 		return nil, 0, nil, err
 	}
@@ -41,21 +45,14 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
-			// The server then ends this session's walsender, and lets go
-			// of the slot, when it hears nothing from the relay for as long
-			// as the relay waits to hear from it: after a silent loss, the
-			// relay's next session need not wait long for the slot. Status
-			// updates go every cdc.status_interval, well within it.
-			cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
-		}
+		s.limitWalSender(cfg)
 		conn, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return nil, 0, nil, classify("open the replication connection", err)
 		}
-		var snap *snapshotJob
+		var created *snapshotJob
 		if pos.create {
-			lsn, name, err := s.createExported(ctx, conn)
+			pos, created, err = s.createSlotOn(ctx, conn)
 			if isDuplicate(err) {
 				closeConn(conn) // another relay created it first: judge again
 				continue
@@ -64,41 +61,13 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 				closeConn(conn)
 				return nil, 0, nil, classify("create the replication slot", err)
 			}
-			pos = slotPosition{lsn: lsn, fresh: true}
-			snap = &snapshotJob{name: name}
 		}
-		if b := s.backfill; b != nil && b.job != nil {
-			// backfill.go: the chosen rows, in the new slot's snapshot
-			// when there is one.
-			job := *b.job
-			if snap != nil {
-				job.name = snap.name
-			}
-			snap, b.job = &job, nil
-		}
-		start := pglogrepl.LSN(0)
+		snap := s.snapshotFor(created)
+		var start pglogrepl.LSN
 		s.pos.update(func(p *positions) { start = p.resume(pos) })
-		cp, ok := s.Checkpoint()
-		if snap == nil && ok && cp.SnapshotPending {
-			s.log.Warn("the snapshot of the outbox table was not all in Kafka when the relay stopped; publishing the table again, as it is now, before streaming (consumers drop the repeats by id)",
-				"slot", s.cfg.Slot)
-			snap = &snapshotJob{}
-		}
-		if snap != nil {
-			s.pos.update(func(p *positions) { p.snapshotPending = true })
-		}
-		s.needMark = s.recorder != nil && (!ok || snap != nil)
-		if s.recorder == nil && (!ok || snap != nil) {
-			// A first checkpoint at once: a slot dropped before the first
-			// event is then caught too, and a snapshot cut short is
-			// published again.
-			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := s.save(sctx)
-			cancel()
-			if err != nil {
-				closeConn(conn)
-				return nil, 0, nil, &checkpointError{err}
-			}
+		if err := s.firstCheckpoint(ctx, snap != nil); err != nil {
+			closeConn(conn)
+			return nil, 0, nil, err
 		}
 		if snap != nil {
 			return conn, start, snap, nil
@@ -119,6 +88,90 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 			return nil, 0, nil, err
 		}
 	}
+}
+
+// replicationConfig is the configuration of a replication connection to
+// postgres.url.
+func (s *Source) replicationConfig() (*pgconn.Config, error) {
+	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+	}
+	s.cfg.Network.Apply(cfg)
+	cfg.RuntimeParams["replication"] = "database"
+	return cfg, nil
+}
+
+// limitWalSender sets the session's wal_sender_timeout to
+// cdc.receive_timeout, where the server allows it and postgres.url does
+// not set one. The server then ends this session's walsender, and lets go
+// of the slot, when it hears nothing from the relay for as long as the
+// relay waits to hear from it: after a silent loss, the relay's next
+// session need not wait long for the slot. Status updates go every
+// cdc.status_interval, well within it.
+func (s *Source) limitWalSender(cfg *pgconn.Config) {
+	if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
+		cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
+	}
+}
+
+// createSlotOn creates the slot on the replication connection, with a
+// snapshot exported for cdc.snapshot initial, and returns the slot's
+// position and that snapshot.
+func (s *Source) createSlotOn(ctx context.Context, conn *pgconn.PgConn) (slotPosition, *snapshotJob, error) {
+	lsn, name, err := s.createExported(ctx, conn)
+	if err != nil {
+		return slotPosition{}, nil, err
+	}
+	return slotPosition{lsn: lsn, fresh: true}, &snapshotJob{name: name}, nil
+}
+
+// snapshotFor decides what is published before streaming, given the
+// snapshot a slot created now exported (nil: none): a backfill's chosen
+// rows (backfill.go), in that snapshot when there is one; that snapshot;
+// or, when the checkpoint says a snapshot was cut short, the table again
+// as it is now. Nil: nothing, streaming starts at once.
+func (s *Source) snapshotFor(created *snapshotJob) *snapshotJob {
+	snap := created
+	if b := s.backfill; b != nil && b.job != nil {
+		job := *b.job
+		if snap != nil {
+			job.name = snap.name
+		}
+		snap, b.job = &job, nil
+	}
+	if cp, ok := s.Checkpoint(); snap == nil && ok && cp.SnapshotPending {
+		s.log.Warn("the snapshot of the outbox table was not all in Kafka when the relay stopped; publishing the table again, as it is now, before streaming (consumers drop the repeats by id)",
+			"slot", s.cfg.Slot)
+		snap = &snapshotJob{}
+	}
+	return snap
+}
+
+// firstCheckpoint writes a checkpoint before anything is streamed when
+// there is none yet, or when a snapshot is about to be published (it then
+// says the snapshot is pending): a slot dropped before the first event is
+// then caught too, and a snapshot cut short is published again. The store
+// saves it now; in Kafka transactions, Run commits it first (emitMark).
+func (s *Source) firstCheckpoint(ctx context.Context, snapshot bool) error {
+	_, ok := s.Checkpoint()
+	if snapshot {
+		s.pos.update(func(p *positions) { p.snapshotPending = true })
+	}
+	due := !ok || snapshot
+	if s.recorder != nil {
+		s.needMark = due
+		return nil
+	}
+	if !due {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.save(sctx); err != nil {
+		return &checkpointError{err}
+	}
+	return nil
 }
 
 // startReplication starts streaming from the slot at start.

@@ -172,12 +172,10 @@ func (s *Source) checkHistory(ctx context.Context, conn *pgx.Conn) error {
 // history differs (empty: it does not). It then waits for the server to
 // let go of the slot, so that the relay's own session can take it.
 func (s *Source) replay(ctx context.Context, conn *pgx.Conn, chk *historyCheck) (string, error) {
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	cfg, err := s.replicationConfig()
 	if err != nil {
-		return "", connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
+		return "", err
 	}
-	s.cfg.Network.Apply(cfg)
-	cfg.RuntimeParams["replication"] = "database"
 	if s.sessionWalSenderTimeout.Load() {
 		cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
 	}

@@ -10,9 +10,7 @@ import (
 )
 
 // positions is the one record of where a CDC source stands, from the
-// stream to the slot:
-//
-//	reported ≤ saved ≤ acked ≤ emitted  (while nothing is lost or reloaded)
+// stream to the slot. Normally reported ≤ saved ≤ acked ≤ emitted:
 //
 //   - emitted: the end of the last transaction handed to the runner on the
 //     current stream; once acked reaches it, nothing is in flight;
