@@ -24,6 +24,12 @@ type kafkaHooks struct {
 	topics         *topicLabels
 
 	mu sync.Mutex
+	// clients counts the clients open with these hooks: the sink
+	// replaces its client now and then (sink.Sink.renew), opening the new
+	// one before it closes the old, and kprom registers its collectors for
+	// each new client (a second registration panics) and unregisters them
+	// when any closes.
+	clients int
 	// children holds a counter for every broker and topic label produced
 	// to, as the vector does; labels bounds them.
 	children map[produceKey]prometheus.Counter
@@ -49,6 +55,28 @@ func newKafkaHooks(reg prometheus.Registerer, topics *topicLabels) (*kafkaHooks,
 		children: map[produceKey]prometheus.Counter{},
 	}
 	return h, reg.Register(h.produced)
+}
+
+// OnNewClient implements [kgo.HookNewClient]: kprom's, for the first
+// client open.
+func (h *kafkaHooks) OnNewClient(cl *kgo.Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clients++
+	if h.clients == 1 {
+		h.Metrics.OnNewClient(cl)
+	}
+}
+
+// OnClientClosed implements [kgo.HookClientClosed]: kprom's, for the last
+// client open.
+func (h *kafkaHooks) OnClientClosed(cl *kgo.Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clients--
+	if h.clients == 0 {
+		h.Metrics.OnClientClosed(cl)
+	}
 }
 
 // OnProduceBatchWritten implements [kgo.HookProduceBatchWritten].

@@ -88,3 +88,49 @@ func series(mf *dto.MetricFamily) string {
 	}
 	return b.String()
 }
+
+// The sink replaces its Kafka client now and then, opening the new one
+// before closing the old with the same hooks: kprom's collectors stay
+// registered throughout (kprom alone panics on the second client and
+// unregisters them when the first closes), and go when the last closes.
+func TestKafkaHooksOutliveAClientReplaced(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.WithHooks(m.KafkaHooks()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	const connects = Namespace + "_kafka_connects_total"
+	registered := func() bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == connects {
+				return true
+			}
+		}
+		return false
+	}
+	first := open()
+	second := open()
+	first.Close()
+	if !registered() {
+		t.Errorf("%s is gone once the replaced client closed", connects)
+	}
+	second.Close()
+	if registered() {
+		t.Errorf("%s is still registered after the last client closed", connects)
+	}
+}
