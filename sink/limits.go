@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,18 +16,42 @@ import (
 )
 
 // limits knows the largest record each topic accepts: its max.message.bytes,
-// or the broker's message.max.bytes for topics that do not exist yet (an
-// auto-created topic gets the broker's). Publish looks a topic up before its
-// first record, so by the time franz-go asks for the topic's batch size
-// limit (when it first learns of the topic's partitions) the answer is
-// known, and a batch of small records never exceeds what the broker takes.
+// or the broker's message.max.bytes for topics without an override (an
+// auto-created topic gets the broker's). The broker's is read before the
+// first record. A topic's own is looked up in the background, many topics
+// to a request (lookups), while its first records go out under the
+// broker's: a lookup per new topic on the publishing goroutine, one round
+// trip each, held 20,000 new topics up for minutes (issue 24). franz-go
+// asks for a topic's batch size limit (batch) once, when it first learns
+// of the topic's partitions; a topic whose override is smaller than the
+// broker's and was not yet known then may have a batch refused, which the
+// runner sends again one record at a time.
 type limits struct {
 	fixed int // kafka.max_record_bytes; 0 to ask the brokers
 	max   int // topics cached; 0 for maxTopicLimits
+	// sync: look a new topic up before its first record, on the caller's
+	// goroutine, as with transactions, whose client is never replaced
+	// (Sink.renew), so a batch size franz-go took too early would stay.
+	sync bool
 
 	mu     sync.RWMutex
 	broker int
 	topics map[string]int
+	// pending are the topics to look up; the lookups goroutine takes
+	// them all at once. Bounded by max: past it a topic stays at the
+	// broker's limit until it is published to again.
+	pending map[string]struct{}
+	wake    chan struct{}
+	// started: the lookups goroutine runs; stop ends it (close).
+	started bool
+	stop    chan struct{}
+	// cl is the client of the last get: the sink replaces its client
+	// now and then (Sink.renew).
+	cl *kgo.Client
+	// smaller counts the topics found to take less than the broker: the
+	// client may have learned their partitions, and with them a batch
+	// size (batch), before their lookup, so the sink replaces it.
+	smaller int
 }
 
 // maxTopicLimits bounds the per-topic cache (about 1 MB): topics are
@@ -36,12 +61,16 @@ type limits struct {
 // a round trip each, once 10,000 other topics had been seen).
 const maxTopicLimits = 10000
 
+// maxLookup is how many topics one DescribeConfigs request asks about.
+const maxLookup = 1000
+
 // kafkaDefaultLimit is Kafka's own default message.max.bytes.
 const kafkaDefaultLimit = 1048588
 
-// get returns the limit for topic, asking the brokers the first time. It is
-// called from the one publishing goroutine and does its I/O without the
-// lock, so batch never waits on a request.
+// get returns the limit for topic: the broker's until the topic's own is
+// known, which it asks for in the background. Only the broker's limit,
+// once, is read here, on the publishing goroutine (and, with sync, each
+// new topic's).
 func (l *limits) get(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	if l.fixed > 0 {
 		return l.fixed, nil
@@ -53,37 +82,144 @@ func (l *limits) get(ctx context.Context, cl *kgo.Client, topic string) (int, er
 	if ok {
 		return v, nil
 	}
-	adm := kadm.NewClient(cl)
 	if broker == 0 {
-		b, err := brokerLimit(ctx, adm)
+		b, err := brokerLimit(ctx, kadm.NewClient(cl))
 		if err != nil {
 			return 0, err
 		}
 		broker = b
 	}
-	v, err := topicLimit(ctx, adm, topic, broker)
-	if err != nil {
-		return 0, err
+	if l.sync {
+		found, err := topicLimits(ctx, kadm.NewClient(cl), []string{topic}, broker)
+		if err != nil {
+			return 0, err
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.broker = broker
+		l.store(found)
+		return cmp.Or(found[topic], broker), nil
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.broker = broker
+	l.cl = cl
+	if v, ok := l.topics[topic]; ok {
+		return v, nil
+	}
+	if l.pending == nil {
+		l.pending = map[string]struct{}{}
+		l.wake = make(chan struct{}, 1)
+	}
+	if _, ok := l.pending[topic]; !ok && len(l.pending) < cmp.Or(l.max, maxTopicLimits) {
+		l.pending[topic] = struct{}{}
+		if !l.started {
+			l.started = true
+			if l.stop == nil {
+				l.stop = make(chan struct{})
+			}
+			go l.lookups()
+		}
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return broker, nil
+}
+
+// close ends the lookups goroutine.
+func (l *limits) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stop == nil {
+		l.stop = make(chan struct{})
+	}
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+}
+
+// lookups asks the brokers for the pending topics' limits, up to
+// maxLookup in a request, until close.
+func (l *limits) lookups() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-l.stop
+		cancel()
+	}()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.wake:
+		}
+		for {
+			l.mu.Lock()
+			topics := make([]string, 0, min(len(l.pending), maxLookup))
+			for t := range l.pending {
+				if len(topics) == maxLookup {
+					break
+				}
+				topics = append(topics, t)
+			}
+			broker, cl := l.broker, l.cl
+			l.mu.Unlock()
+			if len(topics) == 0 {
+				break
+			}
+			found, err := topicLimits(ctx, kadm.NewClient(cl), topics, broker)
+			l.mu.Lock()
+			for _, t := range topics {
+				delete(l.pending, t)
+			}
+			l.store(found)
+			l.mu.Unlock()
+			if err != nil {
+				// The topics not answered stay at the broker's limit
+				// and are asked for again when next published to; a
+				// pause keeps a broker in trouble from being asked in a
+				// loop.
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
+}
+
+// store caches found; l.mu is held.
+func (l *limits) store(found map[string]int) {
 	if l.topics == nil {
 		l.topics = map[string]int{}
 	}
-	if len(l.topics) >= cmp.Or(l.max, maxTopicLimits) {
-		// Any one: map iteration starts at random. franz-go reads the
-		// limit back (batch) when it learns the topic's partitions, soon
-		// after this; a topic evicted before then gets the broker's, and
-		// a batch of its that the broker then refuses is sent again one
-		// record at a time by the runner.
-		for k := range l.topics {
-			delete(l.topics, k)
-			break
+	for t, v := range found {
+		if _, ok := l.topics[t]; !ok && len(l.topics) >= cmp.Or(l.max, maxTopicLimits) {
+			// Any one: map iteration starts at random. A topic evicted
+			// is looked up again when next published to.
+			for k := range l.topics {
+				delete(l.topics, k)
+				break
+			}
 		}
+		if v < l.broker {
+			l.smaller++
+		}
+		l.topics[t] = v
 	}
-	l.topics[topic] = v
-	l.mu.Unlock()
-	return v, nil
+}
+
+// smallerFound is how many topics were found to take less than the
+// broker.
+func (l *limits) smallerFound() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.smaller
 }
 
 // batch is franz-go's per-topic batch size cap (ProducerBatchMaxBytesFn),
@@ -123,26 +259,43 @@ func brokerLimit(ctx context.Context, adm *kadm.Client) (int, error) {
 	return configInt(rcs, "message.max.bytes", kafkaDefaultLimit)
 }
 
-func topicLimit(ctx context.Context, adm *kadm.Client, topic string, broker int) (int, error) {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+// topicLimits returns the limits of those of topics it got an answer for:
+// a topic's max.message.bytes override, or broker for a topic without one
+// or not created yet (created on first produce, with the broker's limit).
+func topicLimits(ctx context.Context, adm *kadm.Client, topics []string, broker int) (map[string]int, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	found := make(map[string]int, len(rcs))
+	var errs []error
 	if err != nil {
-		return 0, fmt.Errorf("describe topic %s config: %w", topic, err)
+		what := fmt.Sprintf("%d topics", len(topics))
+		if len(topics) == 1 {
+			what = "topic " + topics[0]
+		}
+		errs = append(errs, fmt.Errorf("describe the config of %s: %w", what, err))
 	}
 	for _, rc := range rcs {
-		if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
-			return broker, nil // created on first produce, with the broker's limit
+		v, err := topicLimit(rc, broker)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		found[rc.Name] = v
+	}
+	return found, errors.Join(errs...)
+}
+
+func topicLimit(rc kadm.ResourceConfig, broker int) (int, error) {
+	if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+		return broker, nil
 	}
 	// Only a topic's own override counts: without one, the broker's
 	// message.max.bytes applies, whatever default the topic reports.
-	for _, rc := range rcs {
-		for _, c := range rc.Configs {
-			if c.Key == "max.message.bytes" && c.Source != kmsg.ConfigSourceDynamicTopicConfig {
-				return broker, nil
-			}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+			return broker, nil
 		}
 	}
-	return configInt(rcs, "max.message.bytes", broker)
+	return configInt(kadm.ResourceConfigs{rc}, "max.message.bytes", broker)
 }
 
 func configInt(rcs kadm.ResourceConfigs, key string, def int) (int, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,9 +26,20 @@ type producer interface {
 // Sink is a [connector.Sink] writing to Kafka.
 type Sink struct {
 	cfg Config
-	cl  *kgo.Client
-	p   producer
 	log *slog.Logger
+
+	// mu guards cl and p, which renew replaces; Client is called from
+	// other goroutines.
+	mu sync.Mutex
+	cl *kgo.Client
+	p  producer
+	// kopts make a client like cl (renew).
+	kopts []kgo.Opt
+	// clientTopics are the topics cl has published to, up to
+	// maxClientTopics.
+	clientTopics map[string]struct{}
+	// smaller is limits.smallerFound when cl was made.
+	smaller int
 
 	limits *limits
 	// txn is the open transaction's state; nil without transactions.
@@ -109,16 +121,17 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.ProduceRequestTimeout(produceRequestTimeout),
 		kgo.RequestTimeoutOverhead(requestTimeoutOverhead),
 	)
-	lim := &limits{fixed: cfg.MaxRecordBytes}
+	lim := &limits{fixed: cfg.MaxRecordBytes, sync: cfg.TransactionalID != ""}
 	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
 	if cfg.TransactionalID != "" {
 		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
-	cl, err := kgo.NewClient(append(kopts, o.kgos...)...)
+	kopts = append(kopts, o.kgos...)
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{cfg: cfg, cl: cl, p: cl, log: o.log.With("component", "sink"), limits: lim}
+	s := &Sink{cfg: cfg, cl: cl, p: cl, kopts: kopts, log: o.log.With("component", "sink"), limits: lim}
 	if cfg.TransactionalID != "" {
 		s.txn = &txnState{}
 	}
@@ -126,11 +139,84 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 }
 
 // Client is the underlying franz-go client, for health checks and metrics.
-func (s *Sink) Client() *kgo.Client { return s.cl }
+func (s *Sink) Client() *kgo.Client { return s.client() }
+
+func (s *Sink) client() *kgo.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cl
+}
+
+func (s *Sink) producer() producer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// maxClientTopics is how many topics one Kafka client publishes to before
+// the sink replaces it (renew). franz-go keeps state for every topic a
+// client has produced to, for good, and its work for each new topic grows
+// with the number it knows (it copies its map of topics and asks for the
+// metadata of all of them): 20,000 topics, which 20,000 aggregate types
+// make, took minutes and most of the relay's memory (issue 24). Far more
+// than a relay publishes to by design, so that the flush and reconnect a
+// renewal costs stay rare.
+var maxClientTopics = 2000
+
+// renew replaces the Kafka client by a new one, which knows no topics,
+// once the current one has published to maxClientTopics topics and topic
+// is not one of them, or when a topic was found to take less than the
+// broker after the client may have taken the broker's limit as its batch
+// size (limits). It flushes first, so nothing is in flight: a new
+// client has a new producer id, and the idempotent producer's sequence
+// numbers start again under it, which is safe only for a partition with
+// nothing outstanding. Not with transactions: a new client with the
+// transactional id would fence the old one.
+func (s *Sink) renew(ctx context.Context, topic string) error {
+	if s.txn != nil {
+		return nil
+	}
+	if s.clientTopics == nil {
+		s.clientTopics = map[string]struct{}{}
+	}
+	smaller := s.limits.smallerFound()
+	if smaller == s.smaller {
+		if _, ok := s.clientTopics[topic]; ok {
+			return nil
+		}
+		if len(s.clientTopics) < maxClientTopics {
+			s.clientTopics[topic] = struct{}{}
+			return nil
+		}
+	}
+	old := s.client()
+	if s.producer() != producer(old) {
+		return nil // a test's producer
+	}
+	if err := old.Flush(ctx); err != nil {
+		return fmt.Errorf("flush before a new Kafka client: %w", err)
+	}
+	cl, err := kgo.NewClient(s.kopts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	s.mu.Lock()
+	s.cl, s.p = cl, cl
+	s.mu.Unlock()
+	old.Close()
+	s.log.Info("a new Kafka client, the last one having published to its bound of topics or taken a batch size larger than a topic takes", "topics", len(s.clientTopics), "max_topics", maxClientTopics)
+	s.smaller = smaller
+	clear(s.clientTopics)
+	s.clientTopics[topic] = struct{}{}
+	return nil
+}
 
 // Publish implements [connector.Sink].
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
-	limit, err := s.limits.get(ctx, s.cl, m.Topic)
+	if err := s.renew(ctx, m.Topic); err != nil {
+		return ExplainConnError(s.cfg, err)
+	}
+	limit, err := s.limits.get(ctx, s.client(), m.Topic)
 	if err != nil {
 		return ExplainConnError(s.cfg, err)
 	}
@@ -149,7 +235,7 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	if s.txn != nil {
 		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, rec, err)) }, done)
 	}
-	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	s.producer().Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		done(partitioned(classify(id, rec, err)))
 	})
 	return nil
@@ -173,15 +259,18 @@ func classify(eventID string, rec *kgo.Record, err error) error {
 }
 
 // Flush implements [connector.Sink].
-func (s *Sink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
+func (s *Sink) Flush(ctx context.Context) error { return s.producer().Flush(ctx) }
 
 // Abort implements [connector.Sink]; in a transaction it aborts it.
 func (s *Sink) Abort(ctx context.Context) error {
 	if s.txn != nil {
 		return s.abortTxn(ctx, errAborted)
 	}
-	return s.p.AbortBufferedRecords(ctx)
+	return s.producer().AbortBufferedRecords(ctx)
 }
 
 // Close releases the client. Call it after the runner has returned.
-func (s *Sink) Close() { s.p.Close() }
+func (s *Sink) Close() {
+	s.limits.close()
+	s.producer().Close()
+}

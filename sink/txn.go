@@ -45,7 +45,7 @@ func (s *Sink) Fence(ctx context.Context) error {
 	if s.txn == nil {
 		return nil
 	}
-	if _, _, err := s.cl.ProducerID(ctx); err != nil {
+	if _, _, err := s.client().ProducerID(ctx); err != nil {
 		return fenced(fmt.Errorf("take over transactional id %q (InitProducerID): %w%s", s.cfg.TransactionalID, err, txnACLHint(err, s.cfg.TransactionalID)))
 	}
 	return nil
@@ -55,7 +55,7 @@ func (s *Sink) produceInTxn(ctx context.Context, rec *kgo.Record, outcome func(e
 	t := s.txn
 	t.mu.Lock()
 	if !t.open {
-		if err := s.cl.BeginTransaction(); err != nil {
+		if err := s.client().BeginTransaction(); err != nil {
 			t.mu.Unlock()
 			return fenced(fmt.Errorf("begin a Kafka transaction: %w", err))
 		}
@@ -89,7 +89,7 @@ func (s *Sink) Commit(ctx context.Context, mark *connector.Message) error {
 			return err
 		}
 	}
-	if err := s.cl.Flush(ctx); err != nil {
+	if err := s.client().Flush(ctx); err != nil {
 		return s.failTxn(ctx, fmt.Errorf("flush the Kafka transaction: %w", err))
 	}
 	t.mu.Lock()
@@ -101,7 +101,7 @@ func (s *Sink) Commit(ctx context.Context, mark *connector.Message) error {
 	if !open {
 		return nil
 	}
-	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := s.client().EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return s.failTxn(ctx, fmt.Errorf("commit the Kafka transaction: %w%s", err, txnACLHint(err, s.cfg.TransactionalID)))
 	}
 	t.mu.Lock()
@@ -140,8 +140,8 @@ func fenced(err error) error {
 // gets cause.
 func (s *Sink) abortTxn(ctx context.Context, cause error) error {
 	t := s.txn
-	err := s.cl.AbortBufferedRecords(ctx)
-	if eerr := s.cl.EndTransaction(ctx, kgo.TryAbort); eerr != nil && err == nil {
+	err := s.client().AbortBufferedRecords(ctx)
+	if eerr := s.client().EndTransaction(ctx, kgo.TryAbort); eerr != nil && err == nil {
 		err = fmt.Errorf("abort the Kafka transaction: %w", eerr)
 	}
 	t.mu.Lock()
