@@ -38,6 +38,25 @@ type Batch struct {
 	// commits its own. Prepare is called from the runner's goroutine, at
 	// most once, and never without a transactional sink.
 	Prepare func(ctx context.Context) error
+	// Quarantine, when not nil, is how the source sets aside, in a store
+	// of its own, an event of this batch that can never be published:
+	// the poller records a failed attempt on the event's row, and on the
+	// row's last attempt (poll.max_attempts, made alone) moves it to its
+	// dead-letter table. The runner decides whether to call it (see
+	// [Runner.Run]): only when the relay has no dead letter topic, and
+	// only for the [*EventError] that ended the run, which names an event
+	// of this batch. It calls it at most once, from its goroutine, after
+	// this batch's Done was called with an error and before it cancels
+	// the context of the source's Run: a source that quarantines keeps
+	// what a failed batch holds (its rows locked, say) until one or the
+	// other. A nil error promises that the source recorded the failure,
+	// so that its next Run makes progress past the event: it offers the
+	// event again, alone, with one attempt fewer left, or no longer at
+	// all; the runner then starts it again. A non-nil error means nothing
+	// was recorded (the event is not in this batch, the store could not
+	// be written); one marked with [Permanent] stops the relay, any other
+	// restarts the source, which offers the event again.
+	Quarantine func(ctx context.Context, cause *EventError) error
 }
 
 // Source reads committed outbox events.

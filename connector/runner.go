@@ -152,6 +152,9 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 // Run relays until ctx is cancelled, which is success (nil), or until an
 // error that restarting cannot fix. Lost connections and failed produces
 // restart the source with exponential backoff from its last checkpoint.
+// What becomes of an event that can never be published is decided once,
+// by decide: the dead letter topic, else the source's quarantine
+// (Batch.Quarantine), else Run returns an error naming the event.
 func (r *Runner) Run(ctx context.Context) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = r.cfg.RetryMin
@@ -160,37 +163,37 @@ func (r *Runner) Run(ctx context.Context) error {
 	bo.Reset()
 	for {
 		started := time.Now()
-		err := r.runOnce(ctx)
+		d, err := r.runOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		var ee *EventError
-		var refused *deadLetterRefusedError
-		var pe permanentError
-		switch {
-		case errors.As(err, &refused):
-			if refused.minimal {
-				return r.deadLetterUnwritable(refused.cause, refused.size, refused.refusal)
+		switch d.verdict {
+		case stop:
+			if d.refused != nil {
+				return r.deadLetterUnwritable(d.refused.cause, d.refused.size, d.refused.refusal)
 			}
-			if len(r.poisoned) < maxPoisoned {
-				// The event's fate was settled before its dead letter
-				// was refused: the next run sends the smallest one.
-				r.poisoned[refused.cause.EventID] = poison{err: refused.cause, alone: true, deadLetterRefused: true}
+			return err
+		case deadLetter:
+			ps := r.poisoned[d.event.EventID] // keeps alone, set as the run failed
+			if d.refused != nil {
+				ps = poison{alone: true, deadLetterRefused: true}
 			}
-		case errors.As(err, &pe):
-			return err
-		case errors.As(err, &ee) && r.cfg.DeadLetterTopic != "" && len(r.poisoned) < maxPoisoned:
-			ps := r.poisoned[ee.EventID] // keeps alone, set as the run failed
-			ps.err = ee
-			r.poisoned[ee.EventID] = ps
-		case IsPermanent(err):
-			return err
+			ps.err = d.event
+			r.poisoned[d.event.EventID] = ps
+		case quarantine:
+			// The source got past the event, or one attempt nearer to
+			// that: not a failure that a longer wait could help.
+			bo.Reset()
 		}
 		if time.Since(started) > time.Minute {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		r.log.Warn("relay interrupted; restarting from the last checkpoint", "err", err, "retry_in", wait)
+		if d.verdict == quarantine {
+			r.log.Warn("the source set aside an event that cannot be published; restarting it", "event_id", d.event.EventID, "origin", d.event.Origin, "retry_in", wait)
+		} else {
+			r.log.Warn("relay interrupted; restarting from the last checkpoint", "err", err, "retry_in", wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -203,7 +206,8 @@ func (r *Runner) Run(ctx context.Context) error {
 // cancelled or something fails. On cancellation it drains: it stops taking
 // batches, waits up to ShutdownTimeout for Kafka to acknowledge what is in
 // flight, then stops the source so that it reports the final checkpoint.
-func (r *Runner) runOnce(ctx context.Context) error {
+// A run that failed is settled (decide) before its source is stopped.
+func (r *Runner) runOnce(ctx context.Context) (decision, error) {
 	// The source outlives ctx so that it can still take acknowledgements
 	// while in-flight messages drain; it stops when srcStop is called.
 	srcCtx, srcStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -340,18 +344,24 @@ loop:
 		// know of.
 		failure = refused
 	}
+	var d decision
+	if failure != nil {
+		d, failure = r.settle(ctx, t, failure)
+	}
 	srcStop()
 	if !srcEnded {
 		if err := <-srcDone; err != nil && failure == nil && ctx.Err() == nil {
 			failure = err
+			d = decide(failure, r.situation(false))
 		}
 	}
-	return failure
+	return d, failure
 }
 
 // publish routes and publishes every event of b.
 func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState) error {
 	p := t.add(b.Done)
+	p.quarantine = b.Quarantine // before any message of b is sent
 	tx.hold(t, p, b)
 	m := &r.msg
 	for i := range b.Events {

@@ -634,7 +634,7 @@ func TestRunnerGracefulStop(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ended := make(chan error, 1)
-			go func() { ended <- r.runOnce(ctx) }()
+			go func() { _, err := r.runOnce(ctx); ended <- err }()
 			k.until(t, "e1 published", func() bool { return len(k.published) == 1 })
 			cancel()
 			close(rest)

@@ -1,6 +1,10 @@
 package connector
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"sync"
+)
 
 // tracker turns per-message acknowledgements, which arrive per partition and
 // so out of order across partitions, into in-order Done calls for batches:
@@ -19,6 +23,9 @@ type tracker struct {
 	inflight int
 	// deadLetter is the first dead letter record the broker refused.
 	deadLetter *deadLetterRefusedError
+	// quarantine is the Batch.Quarantine of the batch that first failed,
+	// with the error first.
+	quarantine func(context.Context, *EventError) error
 }
 
 type pending struct {
@@ -33,6 +40,9 @@ type pending struct {
 	ack func(error)
 	// ok: the batch is done, and Done was called with nil.
 	ok bool
+	// quarantine is the batch's Quarantine; set before any of its
+	// messages is sent.
+	quarantine func(context.Context, *EventError) error
 }
 
 func newTracker() *tracker {
@@ -80,6 +90,7 @@ func (t *tracker) settle(p *pending, err error) {
 	}
 	if err != nil && t.first == nil {
 		t.first = err
+		t.quarantine = p.quarantine
 		t.failures <- err
 	}
 	for len(t.queue) > 0 && t.queue[0].remaining == 0 {
@@ -106,6 +117,20 @@ func (t *tracker) err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.first
+}
+
+// quarantineFor is the Quarantine of the batch that holds the event ee
+// names, when that event's failure is the first of this run (a later
+// error, a Kafka transaction's abort, may wrap it anew) and the batch has
+// one.
+func (t *tracker) quarantineFor(ee *EventError) func(context.Context, *EventError) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first *EventError
+	if !errors.As(t.first, &first) || first.EventID != ee.EventID {
+		return nil
+	}
+	return t.quarantine
 }
 
 // inFlight is the number of messages handed to the sink and not yet

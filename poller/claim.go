@@ -134,9 +134,30 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 	// for the mark just before it commits (Batch.Prepare); this goroutine
 	// runs it on the claim's connection, which only it uses.
 	prepare := make(chan chan error)
+	// Without a dead letter topic, the runner asks for a failed event's
+	// quarantine (Batch.Quarantine) after Done; this goroutine records it
+	// on the claim's connection, in the claim's transaction, which still
+	// holds the event's row.
+	quarantine := make(chan quarantineRequest)
 	gone := make(chan struct{})
 	defer close(gone)
 	batch := connector.Batch{Events: events, Done: func(err error) { done <- err },
+		Quarantine: func(qctx context.Context, cause *connector.EventError) error {
+			reply := make(chan error, 1)
+			select {
+			case quarantine <- quarantineRequest{cause: cause, reply: reply}:
+			case <-gone:
+				return errClaimGone
+			case <-qctx.Done():
+				return qctx.Err()
+			}
+			select {
+			case err := <-reply:
+				return err
+			case <-qctx.Done():
+				return qctx.Err()
+			}
+		},
 		Prepare: func(pctx context.Context) error {
 			reply := make(chan error, 1)
 			select {
@@ -210,16 +231,32 @@ wait:
 	fctx, fcancel := finish()
 	defer fcancel()
 	if result != nil {
-		finished = true
 		if marked {
 			// The Kafka transaction aborted after the mark: undo the mark,
 			// so that the failure is recorded on the rows as they were.
 			if _, err := c.conn.Exec(fctx, "ROLLBACK TO SAVEPOINT "+markSavepoint); err != nil {
+				finished = true
 				_ = c.rollback(fctx)
 				return claimResult{failed: true}, classify("undo the mark of an aborted Kafka transaction", err)
 			}
 		}
-		return claimResult{failed: true}, c.fail(fctx, events, tids, result)
+		// The runner stops this Run after a failed batch. Before that it
+		// may ask to quarantine the event that failed; otherwise (a dead
+		// letter topic takes the event, or the failure was no event's)
+		// the claim rolls back, and its rows are claimed again.
+		select {
+		case req := <-quarantine:
+			finished = true
+			qctx, qcancel := finish()
+			recorded, err := c.fail(qctx, events, tids, req.cause)
+			qcancel()
+			if err == nil && !recorded {
+				err = fmt.Errorf("event %s is not in the batch of rows %s claimed", req.cause.EventID, s.cfg.Table)
+			}
+			req.reply <- err
+		case <-ctx.Done():
+		}
+		return claimResult{failed: true}, nil
 	}
 	if !marked {
 		// The mark and COMMIT in one round trip. A failed mark skips the
@@ -256,7 +293,14 @@ wait:
 	return claimResult{delivered: len(events)}, nil
 }
 
-// errClaimGone is Prepare's answer when its claim has already ended.
+// quarantineRequest asks the claim to quarantine the event cause names.
+type quarantineRequest struct {
+	cause *connector.EventError
+	reply chan<- error
+}
+
+// errClaimGone is Prepare's and Quarantine's answer when its claim has
+// already ended.
 var errClaimGone = errors.New("the claim ended before the Kafka transaction could commit; its rows are claimed again")
 
 // markSavepoint is where a mark made before a Kafka commit is undone when
@@ -382,12 +426,13 @@ func (c *claimer) read(ctx context.Context, held []int32, expect int) ([]connect
 	return events, tids, nil
 }
 
-// fail handles a batch the runner could not publish. When the cause is one
-// event that can never be published, the claim records the attempt on its
-// row, or after MaxAttempts (the last one alone) moves the row to the
-// dead-letter table, and commits that alone: the other rows stay
-// unpublished, to be claimed again. Any other failure just rolls back.
-func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []string, cause error) error {
+// fail quarantines the event that cause names, when that is one of the
+// claim's events that can never be published: the claim records the
+// attempt on its row, or after MaxAttempts (the last one alone) moves the
+// row to the dead-letter table, and commits that alone: the other rows
+// stay unpublished, to be claimed again. recorded says it did. Any other
+// cause just rolls back. Either way the claim's transaction ends.
+func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []string, cause error) (recorded bool, err error) {
 	s, n := c.src, &c.src.n
 	var ee *connector.EventError
 	i := -1
@@ -395,17 +440,17 @@ func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []str
 		i = eventIndex(events, ee.EventID)
 	}
 	if i < 0 {
-		return c.rollback(ctx)
+		return false, c.rollback(ctx)
 	}
 	// The update writes a new version of the row, at a new ctid: the move
 	// must use that one.
 	var attempts int
 	var tid string
-	err := c.conn.QueryRow(ctx, fmt.Sprintf(`UPDATE %s SET %s = %s + 1 WHERE ctid = $1::text::tid RETURNING %s, ctid::text`, n.tbl, n.attempts, n.attempts, n.attempts),
+	err = c.conn.QueryRow(ctx, fmt.Sprintf(`UPDATE %s SET %s = %s + 1 WHERE ctid = $1::text::tid RETURNING %s, ctid::text`, n.tbl, n.attempts, n.attempts, n.attempts),
 		tids[i]).Scan(&attempts, &tid)
 	if err != nil {
 		_ = c.rollback(ctx)
-		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
+		return false, classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
 	}
 	reason := deadLetterReason(ee.Err.Error())
 	// Only a failure of the row on its own condemns it: a broker may refuse
@@ -418,16 +463,15 @@ func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []str
 			_ = c.rollback(ctx)
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded {
-				return connector.Permanent(fmt.Errorf("event %s can never be published (%s), and its row is too large to copy into the dead-letter table %s (PostgreSQL holds at most 256 MB in a jsonb value): %w; "+
+				return false, connector.Permanent(fmt.Errorf("event %s can never be published (%s), and its row is too large to copy into the dead-letter table %s (PostgreSQL holds at most 256 MB in a jsonb value): %w; "+
 					"move the row out of %s by hand, or make it smaller, then start the relay again", ee.EventID, reason, n.dl, err, n.tbl))
 			}
-			return classify(fmt.Sprintf("move event %s to the dead-letter table %s", ee.EventID, n.dl), err)
+			return false, classify(fmt.Sprintf("move event %s to the dead-letter table %s", ee.EventID, n.dl), err)
 		}
 	}
 	if err := c.commit(ctx); err != nil {
-		return classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
+		return false, classify(fmt.Sprintf("record a failed attempt of event %s", ee.EventID), err)
 	}
-	s.recordFailure(ee.EventID)
 	if dead {
 		s.deadLettered.Add(1)
 		s.log.Error("event can never be published; moved it to the dead-letter table",
@@ -437,7 +481,7 @@ func (c *claimer) fail(ctx context.Context, events []connector.Event, tids []str
 		s.log.Warn("event cannot be published; it will be tried again, then moved to the dead-letter table",
 			"event_id", ee.EventID, "attempt", attempts, "max_attempts", s.cfg.MaxAttempts, "reason", reason)
 	}
-	return nil
+	return true, nil
 }
 
 // maxReasonBytes bounds the reason a dead-lettered row is stored and

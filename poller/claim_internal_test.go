@@ -39,55 +39,6 @@ func TestEventIndex(t *testing.T) {
 	}
 }
 
-// TestRetries: Retries answers true once for the event whose failed
-// attempt the source recorded, also when the runner wrapped the error, and
-// false for anything else; Sources asks each of its pollers.
-func TestRetries(t *testing.T) {
-	newSource := func(table string) *Source {
-		s, err := New(Config{URL: "postgres://localhost/app", Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	named := func(id string) error { return &connector.EventError{EventID: id, Err: errors.New("refused")} }
-	for _, tc := range []struct {
-		name     string
-		recorded string // "" for none
-		err      error
-		want     []bool // the answers to asking twice
-	}{
-		{"nothing recorded", "", named("e1"), []bool{false, false}},
-		{"the recorded event, once", "e1", named("e1"), []bool{true, false}},
-		{"wrapped", "e1", fmt.Errorf("relay: %w", connector.Permanent(named("e1"))), []bool{true, false}},
-		{"another event", "e1", named("e2"), []bool{false, false}},
-		{"not an event's error", "e1", errors.New("connection reset"), []bool{false, false}},
-		{"an event without an id", "", named(""), []bool{true, false}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSource("public.outbox")
-			if tc.recorded != "" || tc.name == "an event without an id" {
-				s.recordFailure(tc.recorded)
-			}
-			for i, want := range tc.want {
-				if got := s.Retries(tc.err); got != want {
-					t.Fatalf("Retries, asked %d times: %v; want %v", i+1, got, want)
-				}
-			}
-		})
-	}
-	t.Run("sources ask each poller", func(t *testing.T) {
-		ss := Sources{newSource("public.a"), newSource("public.b")}
-		ss[1].recordFailure("e1")
-		if !ss.Retries(named("e1")) {
-			t.Fatal("Sources.Retries: false; want true, the second poller recorded e1")
-		}
-		if ss.Retries(named("e1")) {
-			t.Fatal("Sources.Retries asked again: true; want false, each recorded failure answers once")
-		}
-	})
-}
-
 // claimTable is an outbox table with the poller's columns, and a claimer
 // on it, for the tests of one claim's steps.
 type claimTable struct {
@@ -218,11 +169,12 @@ func TestClaimRead(t *testing.T) {
 	}
 }
 
-// TestClaimFail: a batch the runner could not publish. An error that names
-// no event of the batch rolls the claim back; one that names an event
-// records a failed attempt on its row and commits that alone; the row
-// moves to the dead-letter table, with why, only on its last attempt and
-// when it failed alone, since a broker refuses whole batches.
+// TestClaimFail: the quarantine of a batch the runner could not publish.
+// An error that names no event of the batch rolls the claim back; one that
+// names an event records a failed attempt on its row and commits that
+// alone; the row moves to the dead-letter table, with why, only on its
+// last attempt and when it failed alone, since a broker refuses whole
+// batches. recorded: fail reports that it recorded the failure.
 func TestClaimFail(t *testing.T) {
 	ct := newClaimTable(t, Config{Table: "public.claim_fail", MaxAttempts: 2})
 	small := `'{"n":1}'`
@@ -237,8 +189,8 @@ func TestClaimFail(t *testing.T) {
 		// it is not in the outbox.
 		want map[string]int
 		// dead is the row moved to the dead-letter table, if any.
-		dead    string
-		retries bool
+		dead     string
+		recorded bool
 		// maxAttempts replaces poll.max_attempts (2), when set.
 		maxAttempts int
 	}{
@@ -255,11 +207,11 @@ func TestClaimFail(t *testing.T) {
 			want:  map[string]int{"e1": 0, "e2": 0},
 		},
 		{
-			name:    "first failure: an attempt counted",
-			rows:    []row{{"e1", small, 0}, {"e2", small, 0}},
-			cause:   fmt.Errorf("relay: %w", named("e2")),
-			want:    map[string]int{"e1": 0, "e2": 1},
-			retries: true,
+			name:     "first failure: an attempt counted",
+			rows:     []row{{"e1", small, 0}, {"e2", small, 0}},
+			cause:    fmt.Errorf("relay: %w", named("e2")),
+			want:     map[string]int{"e1": 0, "e2": 1},
+			recorded: true,
 		},
 		{
 			// With one attempt allowed, a row's first failure is its last,
@@ -268,17 +220,17 @@ func TestClaimFail(t *testing.T) {
 			rows:        []row{{"e1", small, 0}, {"e2", small, 0}},
 			cause:       named("e1"),
 			want:        map[string]int{"e1": 1, "e2": 0},
-			retries:     true,
+			recorded:    true,
 			maxAttempts: 1,
 		},
 		{
 			// e1 failed before, so the claim holds it alone.
-			name:    "last attempt alone: moved to the dead-letter table",
-			rows:    []row{{"e1", small, 1}, {"e2", small, 0}},
-			cause:   named("e1"),
-			want:    map[string]int{"e2": 0},
-			dead:    "e1",
-			retries: true,
+			name:     "last attempt alone: moved to the dead-letter table",
+			rows:     []row{{"e1", small, 1}, {"e2", small, 0}},
+			cause:    named("e1"),
+			want:     map[string]int{"e2": 0},
+			dead:     "e1",
+			recorded: true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,7 +241,8 @@ func TestClaimFail(t *testing.T) {
 				ct.s.cfg.MaxAttempts = tc.maxAttempts
 			}
 			events, tids := ct.claim(t)
-			if err := ct.c.fail(ctx, events, tids, tc.cause); err != nil {
+			recorded, err := ct.c.fail(ctx, events, tids, tc.cause)
+			if err != nil {
 				t.Fatalf("fail: %v", err)
 			}
 			// fail ended the claim's transaction either way.
@@ -338,8 +291,8 @@ func TestClaimFail(t *testing.T) {
 			if tc.dead != "" && (reason != "the broker refused the record: INVALID_RECORD" || attempts != 2) {
 				t.Errorf("dead-lettered with reason %q after %d attempts; want the refusal, after 2", reason, attempts)
 			}
-			if got := ct.s.Retries(tc.cause); got != tc.retries {
-				t.Errorf("Retries: %v; want %v", got, tc.retries)
+			if recorded != tc.recorded {
+				t.Errorf("fail recorded the failure: %v; want %v", recorded, tc.recorded)
 			}
 		})
 	}

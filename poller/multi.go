@@ -27,17 +27,6 @@ func (ss Sources) Run(ctx context.Context, out chan<- connector.Batch) error {
 	return g.Wait()
 }
 
-// Retries reports whether one of the pollers counts err's event as a
-// failed attempt (see [Source.Retries]).
-func (ss Sources) Retries(err error) bool {
-	for _, s := range ss {
-		if s.Retries(err) {
-			return true
-		}
-	}
-	return false
-}
-
 // Streaming reports whether every poller is claiming.
 func (ss Sources) Streaming() (streaming, standby bool) {
 	for _, s := range ss {

@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -37,11 +36,6 @@ type Source struct {
 	deadLettered atomic.Int64
 	// polling is true while Run is connected and claiming.
 	polling atomic.Bool
-
-	// failedID is the event whose failed attempt was last recorded, so
-	// that Retries can tell the runner's error apart from others.
-	mu       sync.Mutex
-	failedID *string
 }
 
 var _ connector.Source = (*Source)(nil)
@@ -90,32 +84,6 @@ func (s *Source) Streaming() (streaming, standby bool) { return s.polling.Load()
 
 // DeadLettered counts the rows this source moved to the dead-letter table.
 func (s *Source) DeadLettered() int64 { return s.deadLettered.Load() }
-
-// Retries reports whether err, with which a runner of this source stopped,
-// is the failure of an event that the source has counted against
-// poll.max_attempts. The caller should then run the runner again: the
-// source offers the event again, on its own, and once it has failed
-// max_attempts times moves it to the dead-letter table and goes on. Each
-// recorded failure answers true once.
-func (s *Source) Retries(err error) bool {
-	var ee *connector.EventError
-	if !errors.As(err, &ee) {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failedID == nil || *s.failedID != ee.EventID {
-		return false
-	}
-	s.failedID = nil
-	return true
-}
-
-func (s *Source) recordFailure(id string) {
-	s.mu.Lock()
-	s.failedID = &id
-	s.mu.Unlock()
-}
 
 // Run implements [connector.Source]. It checks the table, starts the
 // listener (and the retention job in mark mode), and claims batches until

@@ -131,7 +131,6 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 
 	var src connector.Source
-	var retry func(error) bool
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
@@ -146,7 +145,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 			src = c
 		}
 	case "poll":
-		src, retry, err = newPoller(cfg, log)
+		src, err = newPoller(cfg, log)
 	default:
 		err = fmt.Errorf("source %q is not supported", cfg.Source)
 	}
@@ -202,7 +201,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
 		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
 	obs.starting("")
-	if err := runRetrying(ctx, r.Run, retry, log); err != nil {
+	if err := r.Run(ctx); err != nil {
 		var lost *cdc.SlotLostError
 		if errors.As(err, &lost) && ctx.Err() == nil {
 			// Restarting finds the same slot and checkpoint, so the relay

@@ -12,44 +12,24 @@ import (
 	"github.com/outboxrelay/outboxrelay/poller"
 )
 
-// newPoller builds the polling source. retry tells whether the runner,
-// stopped by an event that can never be published, should run again: the
-// poller counts such failures and, after poll.max_attempts, moves the row
-// to its dead-letter table, so running again is how the relay goes on.
-// With several outbox tables it polls each (poller.Sources).
-func newPoller(cfg *config.Config, log *slog.Logger) (src connector.Source, retry func(error) bool, err error) {
+// newPoller builds the polling source; with several outbox tables it
+// polls each (poller.Sources). An event that can never be published and
+// has no dead letter topic goes into the poller's quarantine (its
+// dead-letter table, after poll.max_attempts), which the runner asks for
+// (connector.Batch.Quarantine).
+func newPoller(cfg *config.Config, log *slog.Logger) (connector.Source, error) {
 	var ps poller.Sources
 	for _, pc := range cfg.PollConfigs() {
 		p, err := poller.New(pc, poller.WithLogger(log))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ps = append(ps, p)
 	}
 	if len(ps) == 1 {
-		return ps[0], ps[0].Retries, nil
+		return ps[0], nil
 	}
-	return ps, ps.Retries, nil
-}
-
-// retryPause is the pause before running again after a counted failure.
-const retryPause = time.Second
-
-// runRetrying runs run until it returns nil or an error that retry (when
-// not nil) does not take.
-func runRetrying(ctx context.Context, run func(context.Context) error, retry func(error) bool, log *slog.Logger) error {
-	for {
-		err := run(ctx)
-		if err == nil || retry == nil || !retry(err) {
-			return err
-		}
-		log.Warn("relay stopped on an event the poller will retry or dead-letter; running again", "component", "app", "err", err, "retry_in", retryPause)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(retryPause):
-		}
-	}
+	return ps, nil
 }
 
 // takeInstance takes this poller instance's number (poller.Instance), for
