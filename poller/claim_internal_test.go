@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -296,4 +297,98 @@ func TestClaimFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaimQuarantine: a claim whose batch failed keeps its rows until the
+// runner asks it to quarantine the event (Batch.Quarantine), which records
+// the attempt in the claim's transaction, or stops the source without
+// asking (a dead letter topic takes the event, or the failure was no
+// event's), which rolls the claim back. Asked after the claim ended, it
+// answers that nothing was recorded.
+func TestClaimQuarantine(t *testing.T) {
+	ct := newClaimTable(t, Config{Table: "public.claim_quarantine", MaxAttempts: 2})
+	small := `'{"n":1}'`
+	cause := &connector.EventError{EventID: "e2", Err: errors.New("the broker refused the record: INVALID_RECORD")}
+	for _, tc := range []struct {
+		name string
+		ask  bool
+		want map[string]int // the rows' attempts afterwards, by id
+	}{
+		{"asked: the attempt is recorded", true, map[string]int{"e1": 0, "e2": 1}},
+		{"not asked: rolled back", false, map[string]int{"e1": 0, "e2": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bg := context.Background()
+			ct.fill(t, row{"e1", small, 0}, row{"e2", small, 0})
+			out := make(chan connector.Batch)
+			ct.c.out = out
+			ctx, stop := context.WithCancel(bg)
+			defer stop()
+			ended := make(chan error, 1)
+			go func() {
+				res, err := ct.c.claim(ctx)
+				if err == nil && !res.failed {
+					err = fmt.Errorf("claim result %+v; want failed", res)
+				}
+				ended <- err
+			}()
+			var b connector.Batch
+			select {
+			case b = <-out:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no batch within 30s")
+			}
+			if got := ids(b.Events); !slices.Equal(got, []string{"e1", "e2"}) {
+				t.Fatalf("claimed %v; want [e1 e2]", got)
+			}
+			b.Done(cause)
+			if tc.ask {
+				if err := b.Quarantine(bg, cause); err != nil {
+					t.Fatalf("Quarantine: %v", err)
+				}
+			}
+			stop()
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatalf("claim: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the claim did not end within 30s of the stop")
+			}
+			if err := b.Quarantine(bg, cause); !errors.Is(err, errClaimGone) {
+				t.Errorf("Quarantine after the claim ended: %v; want %v", err, errClaimGone)
+			}
+			if got := ct.attempts(t); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("outbox rows' attempts %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// attempts are the outbox rows' failed attempts, by id.
+func (ct *claimTable) attempts(t *testing.T) map[string]int {
+	t.Helper()
+	rows, err := ct.conn.Query(context.Background(), fmt.Sprintf("SELECT id, %s FROM %s", ct.s.n.attempts, ct.s.n.tbl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+		id string
+		n  int
+	}, error) {
+		var v struct {
+			id string
+			n  int
+		}
+		return v, r.Scan(&v.id, &v.n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for _, v := range got {
+		m[v.id] = v.n
+	}
+	return m
 }
