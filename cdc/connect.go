@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // connect prepares the slot, waits while another session holds it, opens
@@ -28,25 +28,16 @@ import (
 // checkpoint (firstCheckpoint) and the start (startReplication, again
 // after another session took the slot).
 func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *snapshotJob, error) {
-	cfg, err := s.replicationConfig()
-	if err != nil {
-		return nil, 0, nil, err
-	}
 	if err := s.loadCheckpoint(ctx); err != nil { // checkpoint.go
 		return nil, 0, nil, err
 	}
-	closeConn := func(conn *pgconn.PgConn) {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		conn.Close(closeCtx)
-		cancel()
-	}
+	closeConn := func(conn *pgconn.PgConn) { pgsql.Close(ctx, conn) }
 	for {
 		pos, err := s.prepare(ctx) // setup.go; waits while the slot is held
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		s.limitWalSender(cfg)
-		conn, err := pgconn.ConnectConfig(ctx, cfg)
+		conn, err := s.openReplication(ctx)
 		if err != nil {
 			return nil, 0, nil, classify("open the replication connection", err)
 		}
@@ -90,16 +81,10 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 	}
 }
 
-// replicationConfig is the configuration of a replication connection to
-// postgres.url.
-func (s *Source) replicationConfig() (*pgconn.Config, error) {
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
-	if err != nil {
-		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	s.cfg.Network.Apply(cfg)
-	cfg.RuntimeParams["replication"] = "database"
-	return cfg, nil
+// openReplication opens a replication connection to postgres.url, its
+// wal_sender_timeout limited (limitWalSender).
+func (s *Source) openReplication(ctx context.Context) (*pgconn.PgConn, error) {
+	return pgsql.ConnectPg(ctx, s.cfg.URL, s.cfg.Network, pgsql.Replication(), s.limitWalSender())
 }
 
 // limitWalSender sets the session's wal_sender_timeout to
@@ -109,9 +94,11 @@ func (s *Source) replicationConfig() (*pgconn.Config, error) {
 // relay waits to hear from it: after a silent loss, the relay's next
 // session need not wait long for the slot. Status updates go every
 // cdc.status_interval, well within it.
-func (s *Source) limitWalSender(cfg *pgconn.Config) {
-	if _, set := cfg.RuntimeParams["wal_sender_timeout"]; !set && s.sessionWalSenderTimeout.Load() {
-		cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
+func (s *Source) limitWalSender() pgsql.Option {
+	return func(cfg *pgconn.Config) {
+		if s.sessionWalSenderTimeout.Load() {
+			pgsql.DefaultParam("wal_sender_timeout", strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10))(cfg)
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // HeartbeatPrefix is the prefix of the logical decoding messages the
@@ -48,9 +50,7 @@ func (s *Source) heartbeat(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			conn.Close(closeCtx)
+			pgsql.Close(ctx, conn)
 		}
 	}()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -91,13 +91,8 @@ func (s *Source) beat(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, 10*time.Second))
 	defer cancel()
 	if conn == nil {
-		cfg, err := pgx.ParseConfig(s.cfg.URL)
-		if err != nil {
-			return nil, redactErr(err)
-		}
-		s.cfg.Network.Apply(&cfg.Config)
-		cfg.RuntimeParams["application_name"] = "outboxrelay-heartbeat"
-		if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		var err error
+		if conn, err = pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, pgsql.Param("application_name", "outboxrelay-heartbeat")); err != nil {
 			return nil, err
 		}
 	}

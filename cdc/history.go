@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // A restore is caught by position alone (CauseBehind) only while the
@@ -172,21 +172,12 @@ func (s *Source) checkHistory(ctx context.Context, conn *pgx.Conn) error {
 // history differs (empty: it does not). It then waits for the server to
 // let go of the slot, so that the relay's own session can take it.
 func (s *Source) replay(ctx context.Context, conn *pgx.Conn, chk *historyCheck) (string, error) {
-	cfg, err := s.replicationConfig()
-	if err != nil {
-		return "", err
-	}
-	if s.sessionWalSenderTimeout.Load() {
-		cfg.RuntimeParams["wal_sender_timeout"] = strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10)
-	}
-	rconn, err := pgconn.ConnectConfig(ctx, cfg)
+	rconn, err := s.openReplication(ctx)
 	if err != nil {
 		return "", classify("open a replication connection to check the slot's history", err)
 	}
 	detail, err := s.replayOn(ctx, rconn, chk)
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	rconn.Close(closeCtx)
-	cancel()
+	pgsql.Close(ctx, rconn)
 	if err != nil {
 		return "", err
 	}

@@ -2,8 +2,6 @@ package cdc
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,21 +34,11 @@ func (id Identity) CheckpointKey(slot string) connector.CheckpointKey {
 // connection, which any role that may stream from a slot may open;
 // pg_control_system(), the SQL way, is not granted to every such role.
 func Identify(ctx context.Context, url string, network pgsql.Network) (Identity, error) {
-	cfg, err := pgconn.ParseConfig(url)
-	if err != nil {
-		return Identity{}, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	network.Apply(cfg)
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := pgsql.ConnectPg(ctx, url, network, pgsql.Replication())
 	if err != nil {
 		return Identity{}, classify("open a replication connection to identify the server", err)
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
+	defer pgsql.Close(ctx, conn)
 	qctx, cancel := network.Query(ctx)
 	defer cancel()
 	return identify(qctx, conn)

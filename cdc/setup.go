@@ -24,20 +24,11 @@ import (
 // step is idempotent, and two relays racing to create the same object are
 // both fine.
 func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
-	cfg, err := pgx.ParseConfig(s.cfg.URL)
-	if err != nil {
-		return slotPosition{}, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	s.cfg.Network.Apply(&cfg.Config)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network)
 	if err != nil {
 		return slotPosition{}, classify("connect to PostgreSQL", err)
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
+	defer pgsql.Close(ctx, conn)
 
 	// The checks are a few catalog queries; a server that does not answer
 	// them within the query timeout is as good as gone.

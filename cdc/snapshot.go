@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // A slot captures only what commits after it exists. With cdc.snapshot
@@ -99,20 +100,11 @@ func serverVersion(conn *pgconn.PgConn) int {
 // do not overlap, which is how an outbox is written. The last batch's
 // Done ends the pending snapshot.
 func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogrepl.LSN, out chan<- connector.Batch) error {
-	cfg, err := pgx.ParseConfig(s.cfg.URL)
-	if err != nil {
-		return connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	s.cfg.Network.Apply(&cfg.Config)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network)
 	if err != nil {
 		return classify("connect to PostgreSQL for the snapshot", err)
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
+	defer pgsql.Close(ctx, conn)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return classify("begin the snapshot transaction", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc/internal/pgoutput"
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // Source is the logical replication [connector.Source].
@@ -151,11 +152,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		}
 		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
+	defer pgsql.Close(ctx, conn)
 	if s.recorder != nil && s.needMark {
 		// txn.go: the first checkpoint, committed before anything else.
 		if err := s.emitMark(ctx, out, start); err != nil {

@@ -35,13 +35,9 @@ const MaxInstances = 1024
 // publishes under prefix, on a connection of its own that holds it.
 func TakeInstance(ctx context.Context, url string, network pgsql.Network, prefix string) (*Instance, error) {
 	network.SetDefaults()
-	cfg, err := connConfig(url, network)
-	if err != nil {
-		return nil, err
-	}
 	qctx, cancel := network.Query(ctx)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(qctx, cfg)
+	conn, err := pgsql.Connect(qctx, url, network, named)
 	if err != nil {
 		return nil, classify("connect to PostgreSQL", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // listener owns the connection that LISTENs for the table's notifications
@@ -42,13 +43,9 @@ func (l *listener) notify() {
 // other instance hashes into as many buckets, and listens.
 func (l *listener) connect(ctx context.Context) error {
 	s := l.src
-	pc, err := connConfig(s.cfg.URL, s.cfg.Network)
-	if err != nil {
-		return err
-	}
-	cfg := &pc.Config
-	cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { l.notify() }
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := pgsql.ConnectPg(ctx, s.cfg.URL, s.cfg.Network, named, func(cfg *pgconn.Config) {
+		cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { l.notify() }
+	})
 	if err != nil {
 		return classify("open the listening connection", err)
 	}
@@ -69,11 +66,11 @@ func (l *listener) connect(ctx context.Context) error {
 	results, err := conn.Exec(qctx, check).ReadAll()
 	cancel()
 	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+		pgsql.Close(ctx, conn)
 		return classify("take the member lock and listen", err)
 	}
 	if others := string(results[1].Rows[0][0]); others != "" {
-		conn.Close(context.WithoutCancel(ctx))
+		pgsql.Close(ctx, conn)
 		return connector.Permanent(fmt.Errorf("another outboxrelay polls %s with poll.buckets %s, and this one has %d: every instance must use the same poll.buckets, or they could publish an aggregate's events out of order; stop the others before changing it",
 			s.cfg.Table, others, s.cfg.Buckets))
 	}
@@ -88,9 +85,7 @@ func (l *listener) run(ctx context.Context, fatal chan<- error) {
 	s := l.src
 	defer func() {
 		if l.conn != nil {
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			l.conn.Close(closeCtx)
-			cancel()
+			pgsql.Close(ctx, l.conn)
 		}
 	}()
 	wait := s.cfg.Interval
@@ -135,7 +130,7 @@ func (l *listener) run(ctx context.Context, fatal chan<- error) {
 		}
 		if err != nil {
 			s.log.Warn("lost the listening connection; polling until it is back", "err", err)
-			l.conn.Close(context.WithoutCancel(ctx))
+			pgsql.Close(ctx, l.conn)
 			l.conn = nil
 			if pgconn.Timeout(err) {
 				s.endSessions(ctx, "listening", []session{l.sess})

@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
@@ -225,30 +224,17 @@ func (s *Source) loop(ctx context.Context, c *claimer, fatal <-chan error) error
 // the connection string names its own.
 const applicationName = "outboxrelay poll"
 
-// connConfig is the configuration of every connection the poller opens:
-// url, the application name unless url names one, and the network bounds.
-func connConfig(url string, n pgsql.Network) (*pgx.ConnConfig, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, connector.Permanent(fmt.Errorf("postgres.url: %w", redactErr(err)))
-	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = applicationName
-	}
-	n.Apply(&cfg.Config)
-	return cfg, nil
-}
+// named marks every connection the poller opens with its application
+// name, unless the connection string names its own.
+var named = pgsql.DefaultParam("application_name", applicationName)
 
 // connect opens an ordinary connection. The claiming connection gets a
 // lock_timeout (unless the user set one), so a row another session keeps
 // locked delays its buckets, with a warning, instead of hanging the relay.
 func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) {
-	cfg, err := connConfig(s.cfg.URL, s.cfg.Network)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok && claiming {
-		cfg.RuntimeParams["lock_timeout"] = "10s"
+	opts := []pgsql.Option{named}
+	if claiming {
+		opts = append(opts, pgsql.DefaultParam("lock_timeout", "10s"))
 	}
 	// A claim's transaction holds its rows and buckets while Kafka takes
 	// the batch. If the relay's connection dies without a word, nothing
@@ -256,8 +242,8 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	// the server's keepalives), and those buckets would wait for good.
 	// The server ends a transaction idle this long; a claim that waited
 	// as long for Kafka is then published again (at least once).
-	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok && claiming {
-		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTxTimeout(s.cfg.Network).Milliseconds(), 10)
+	if claiming {
+		opts = append(opts, pgsql.DefaultParam("idle_in_transaction_session_timeout", strconv.FormatInt(idleInTxTimeout(s.cfg.Network).Milliseconds(), 10)))
 	}
 	// The claim's statements are prepared once per connection. A generic
 	// plan chosen while the table was small (a sequential scan for the
@@ -265,10 +251,8 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	// table in delete mode may stay small enough never to lose it: batches
 	// took seconds each (docs/performance.md). A plan per execution costs
 	// microseconds and follows the table.
-	if _, ok := cfg.RuntimeParams["plan_cache_mode"]; !ok {
-		cfg.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	opts = append(opts, pgsql.DefaultParam("plan_cache_mode", "force_custom_plan"))
+	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, opts...)
 	if err != nil {
 		return nil, classify("connect to PostgreSQL", err)
 	}
@@ -290,8 +274,4 @@ func MaxTransactionTimeout(n pgsql.Network) time.Duration {
 	return idleInTxTimeout(n) / 2
 }
 
-func closeConn(ctx context.Context, conn *pgx.Conn) {
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = conn.Close(closeCtx)
-}
+func closeConn(ctx context.Context, conn *pgx.Conn) { pgsql.Close(ctx, conn) }

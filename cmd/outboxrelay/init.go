@@ -16,6 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/initsql"
 	"github.com/outboxrelay/outboxrelay/pgident"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
@@ -99,21 +100,20 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if admin == "" {
 		admin = cfg.Postgres.URL
 	}
-	acfg, err := pgx.ParseConfig(admin)
+	// The objects belong in the relay's database, whatever the admin's
+	// connection string names.
+	acfg, err := pgsql.Config(admin, cfg.Postgres.Network(),
+		pgsql.Database(pc.Database), pgsql.Param("application_name", "outboxrelay-init"))
 	if err != nil {
 		return errors.New("--admin-url: cannot parse the connection string")
 	}
-	// The objects belong in the relay's database, whatever the admin's
-	// connection string names.
-	acfg.Database = pc.Database
-	acfg.RuntimeParams["application_name"] = "outboxrelay-init"
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, acfg)
 	if err != nil {
 		return fmt.Errorf("connect to apply the SQL: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer pgsql.Close(ctx, conn)
 	if err := initsql.Apply(ctx, conn, script); err != nil {
 		return fmt.Errorf("apply (as %q; nothing of the transaction was kept): %w", acfg.User, err)
 	}

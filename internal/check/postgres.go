@@ -69,15 +69,15 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 		later = []string{CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot}
 	}
 
-	pcfg, err := pgx.ParseConfig(cfg.Postgres.URL)
+	// The network bounds as the relay has them (keepalive,
+	// TCP_USER_TIMEOUT), and the check's own timeout.
+	pcfg, err := pgsql.Config(cfg.Postgres.URL, cfg.Postgres.Network(),
+		pgsql.ConnectTimeout(o.timeout), pgsql.Param("application_name", "outboxrelay-check"))
 	if err != nil {
 		r.add(Fail, CheckPGConnection, "postgres.url cannot be parsed", "fix postgres.url: postgres://user@host:5432/database?sslmode=verify-full")
 		skipAll(r, later)
 		return pgFacts{}
 	}
-	cfg.Postgres.Network().Apply(&pcfg.Config) // keepalive and TCP_USER_TIMEOUT as the relay has them
-	pcfg.ConnectTimeout = o.timeout
-	pcfg.RuntimeParams["application_name"] = "outboxrelay-check"
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	c.conn, err = pgx.ConnectConfig(cctx, pcfg)
@@ -86,7 +86,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 		skipAll(r, later)
 		return pgFacts{}
 	}
-	defer c.conn.Close(context.WithoutCancel(ctx))
+	defer pgsql.Close(ctx, c.conn)
 
 	var version string
 	if err := c.conn.QueryRow(cctx, `SELECT current_setting('server_version'), current_user`).Scan(&version, &c.user); err != nil {

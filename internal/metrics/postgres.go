@@ -38,12 +38,16 @@ var (
 )
 
 // ProbeOption configures a [PostgresProbe].
-type ProbeOption func(*pgxpool.Config)
+type ProbeOption func(*probeOptions)
+
+type probeOptions struct {
+	network *pgsql.Network
+}
 
 // WithNetwork bounds the probe's connection as n says: keepalive,
 // TCP_USER_TIMEOUT, connect timeout.
 func WithNetwork(n pgsql.Network) ProbeOption {
-	return func(c *pgxpool.Config) { n.Apply(&c.ConnConfig.Config) }
+	return func(o *probeOptions) { o.network = &n }
 }
 
 // PostgresProbe watches the relay from PostgreSQL's side, on a pool of its
@@ -88,9 +92,15 @@ func NewPostgresProbe(url, slot string, opts ...ProbeOption) (*PostgresProbe, er
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = time.Minute
-	cfg.ConnConfig.RuntimeParams["application_name"] = "outboxrelay-probe"
+	var po probeOptions
 	for _, o := range opts {
-		o(cfg)
+		o(&po)
+	}
+	name := pgsql.Param("application_name", "outboxrelay-probe")
+	if po.network != nil {
+		pgsql.Configure(&cfg.ConnConfig.Config, *po.network, name)
+	} else {
+		name(&cfg.ConnConfig.Config)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
