@@ -34,22 +34,22 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 	// them within the query timeout is as good as gone.
 	qctx, cancel := s.cfg.Network.Query(ctx)
 	defer cancel()
-	var walLevel string
-	if err := conn.QueryRow(qctx, "SHOW wal_level").Scan(&walLevel); err != nil {
-		return slotPosition{}, classify("read wal_level", err)
+	facts, err := s.readFacts(qctx, conn)
+	if err != nil {
+		return slotPosition{}, err
 	}
-	if walLevel != "logical" {
-		return slotPosition{}, connector.Permanent(fmt.Errorf("wal_level is %q, and logical replication needs %q: run ALTER SYSTEM SET wal_level = logical and restart PostgreSQL, or use source: poll", walLevel, "logical"))
+	if err := facts.LogicalWAL().Err(); err != nil {
+		return slotPosition{}, err
 	}
 	if !s.walSenderChecked.Load() {
 		if err := s.checkWalSenderTimeout(qctx, conn); err != nil {
 			return slotPosition{}, err
 		}
 	}
-	if err := s.checkColumns(qctx, conn); err != nil {
+	if err := s.checkTables(qctx, conn, facts); err != nil {
 		return slotPosition{}, err
 	}
-	if err := s.ensurePublication(qctx, conn); err != nil {
+	if err := s.ensurePublication(qctx, conn, facts); err != nil {
 		return slotPosition{}, err
 	}
 	cancel()
@@ -201,10 +201,32 @@ func (s *Source) endSilentHolder(ctx context.Context, conn *pgx.Conn, pid int32)
 		"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "takeover_after", s.cfg.TakeoverAfter.String())
 }
 
-// checkColumns checks that every outbox table exists with the columns
-// routing needs.
-func (s *Source) checkColumns(ctx context.Context, conn *pgx.Conn) error {
-	for _, t := range s.tables {
+// readFacts reads what the catalog says of the server, the outbox tables
+// and the publication (pgsql.ReadFacts), and records each table's oid:
+// the stream knows the table by it when its name changes.
+func (s *Source) readFacts(ctx context.Context, conn *pgx.Conn) (pgsql.Facts, error) {
+	names := make([]pgsql.TableName, len(s.tables))
+	for i, t := range s.tables {
+		names[i] = pgsql.TableName{Schema: t.schema, Name: t.name}
+	}
+	facts, err := pgsql.ReadFacts(ctx, conn, s.cfg.Publication, names...)
+	if err != nil {
+		return pgsql.Facts{}, classify("read the catalog", err)
+	}
+	for i := range s.tables {
+		s.tables[i].oid = facts.Tables[i].OID
+	}
+	return facts, nil
+}
+
+// checkTables checks that every outbox table exists, is of a kind the
+// stream can follow (pgsql's TableKind), and has the columns routing
+// needs.
+func (s *Source) checkTables(ctx context.Context, conn *pgx.Conn, facts pgsql.Facts) error {
+	for i, t := range s.tables {
+		if err := facts.TableKind("cdc", facts.Tables[i]).Err(); err != nil {
+			return err
+		}
 		if err := s.checkTableColumns(ctx, conn, t); err != nil {
 			return err
 		}
@@ -227,9 +249,6 @@ func (s *Source) checkTableColumns(ctx context.Context, conn *pgx.Conn, t table)
 	if err != nil {
 		return classify("read the outbox table's columns", err)
 	}
-	if len(cols) == 0 {
-		return connector.Permanent(fmt.Errorf("outbox table %s does not exist, or the role cannot see it (create it, or set outbox.table)", t))
-	}
 	var missing []string
 	m := t.columns
 	for _, c := range []string{m.ID, m.AggregateType, m.AggregateID} {
@@ -244,65 +263,37 @@ func (s *Source) checkTableColumns(ctx context.Context, conn *pgx.Conn, t table)
 }
 
 // ensurePublication makes sure the publication exists, publishes inserts
-// and covers every outbox table: it creates the publication, or adds a
-// table to it, when cdc.create_publication allows, and otherwise says what
-// to run.
-func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
-	pub := pgx.Identifier{s.cfg.Publication}.Sanitize()
-	idents := make([]string, len(s.tables))
-	for i, t := range s.tables {
-		idents[i] = t.ident()
-	}
-	partitioned, err := s.readTableKinds(ctx, conn)
-	if err != nil {
-		return err
-	}
-	var exists, insert bool
-	err = conn.QueryRow(ctx, `SELECT true, pubinsert FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&exists, &insert)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return classify("look up the publication", err)
-	}
-	with := "publish = 'insert'"
-	if partitioned != nil {
-		with += ", publish_via_partition_root = true"
-	}
-	if !exists {
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (%s)", pub, strings.Join(idents, ", "), with)
+// and covers every outbox table, as pgsql's PublicationPlan judges it: it
+// creates the publication, or adds a table to it, when
+// cdc.create_publication allows, and otherwise says what to run. What
+// else is wrong with it the relay does not change: the publication may
+// serve other readers.
+func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pgsql.Facts) error {
+	plan := facts.PublicationPlan()
+	if plan.Missing {
 		if !*s.cfg.CreatePublication {
-			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, sql))
+			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, plan.Create))
 		}
-		if _, err := conn.Exec(ctx, sql); err != nil && !isDuplicate(err) {
+		if _, err := conn.Exec(ctx, plan.Create); err != nil && !isDuplicate(err) {
 			return classify("create the publication", err)
 		}
 		s.log.Info("created publication", "publication", s.cfg.Publication, "tables", strings.Join(s.cfg.tableNames(), ", "))
 		return nil
 	}
-	if !insert {
-		return connector.Permanent(fmt.Errorf("publication %q does not publish inserts: ALTER PUBLICATION %s SET (publish = 'insert')", s.cfg.Publication, pub))
-	}
-	if partitioned != nil {
-		var viaRoot bool
-		if err := conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&viaRoot); err != nil {
-			return classify("look up the publication", err)
-		}
-		if !viaRoot {
-			// Not changed here: the publication may serve other readers,
-			// for whom the partitions' own names are the contract.
-			return connector.Permanent(fmt.Errorf("outbox table %s is partitioned, and publication %q sends each partition's rows under the partition's name, which the relay would not know as the outbox's: ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
-				partitioned, s.cfg.Publication, pub))
+	var fatal pgsql.PublicationPlan
+	for _, p := range plan.Problems {
+		if p.Add == nil {
+			fatal.Problems = append(fatal.Problems, p)
 		}
 	}
-	for _, t := range s.tables {
-		var covers bool
-		err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-			s.cfg.Publication, t.schema, t.name).Scan(&covers)
-		if err != nil {
-			return classify("check the publication's tables", err)
-		}
-		if covers {
+	if err := fatal.Verdict(s.cfg.Publication).Err(); err != nil {
+		return err
+	}
+	for i, t := range s.tables {
+		if facts.Tables[i].InPublication {
 			continue
 		}
-		sql := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, t.ident())
+		sql := pgsql.AddTableSQL(s.cfg.Publication, t.ident())
 		if !*s.cfg.CreatePublication {
 			return connector.Permanent(fmt.Errorf("publication %q does not include table %s and cdc.create_publication is false: %s", s.cfg.Publication, t, sql))
 		}
@@ -315,34 +306,6 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 		s.warnTableRowsBefore(ctx, conn, t, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
 	}
 	return nil
-}
-
-// readTableKinds records each outbox table's oid, and returns one that is
-// partitioned, if any. Logical replication sends a partition's rows under
-// the partition's name unless the publication publishes them via the
-// root, and an inheritance child's rows always under its own: the stream,
-// which knows the outbox by its name, would pass them by. So a table with
-// inheritance children is refused.
-func (s *Source) readTableKinds(ctx context.Context, conn *pgx.Conn) (partitioned *table, err error) {
-	for i := range s.tables {
-		t := &s.tables[i]
-		var kind string
-		var children bool
-		err := conn.QueryRow(ctx, `
-			SELECT c.oid, c.relkind::text, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = $2`, t.schema, t.name).Scan(&t.oid, &kind, &children)
-		if err != nil {
-			return nil, classify(fmt.Sprintf("look up outbox table %s", t), err)
-		}
-		switch {
-		case kind == "p":
-			partitioned = t
-		case children:
-			return nil, connector.Permanent(fmt.Errorf("outbox table %s has inheritance children, and logical replication sends their rows under their own names, which the relay would not know as the outbox's: make it a partitioned table, or keep the events in the table itself", t))
-		}
-	}
-	return partitioned, nil
 }
 
 // slotPosition is where streaming from the slot begins. fresh: the slot

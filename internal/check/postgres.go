@@ -56,9 +56,21 @@ type pgCheck struct {
 	tbl           string // quoted, for the fixes
 	user          string // current_user
 	role          string // quoted current_user
-	// partitioned: the outbox table is partitioned, so a publication
-	// must publish its partitions via the root.
-	partitioned bool
+	// facts are the catalog's, read once (pgsql.ReadFacts), which the
+	// checks judge with the verdicts the relay itself uses.
+	facts pgsql.Facts
+}
+
+// report adds v as the result of check.
+func (c *pgCheck) report(check string, v pgsql.Verdict) {
+	switch v.Level {
+	case pgsql.OK:
+		c.r.pass(check, "%s", v.Detail)
+	case pgsql.Warn:
+		c.r.add(Warn, check, v.Detail, v.Fix)
+	default:
+		c.r.add(Fail, check, v.Detail, v.Fix)
+	}
 }
 
 func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options) pgFacts {
@@ -88,20 +100,27 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	}
 	defer pgsql.Close(ctx, c.conn)
 
-	var version string
-	if err := c.conn.QueryRow(cctx, `SELECT current_setting('server_version'), current_user`).Scan(&version, &c.user); err != nil {
+	publication := ""
+	if cfg.Source == "cdc" {
+		cc := cfg.CDCConfig()
+		cc.SetDefaults()
+		publication = cc.Publication
+	}
+	c.facts, err = pgsql.ReadFacts(cctx, c.conn, publication, pgsql.TableName{Schema: schema, Name: table})
+	if err != nil {
 		r.add(Fail, CheckPGConnection, "connected, but a first query failed: "+err.Error(), "see the PostgreSQL server log")
 		skipAll(r, later)
 		return pgFacts{}
 	}
+	c.user = c.facts.User
 	c.role = pgx.Identifier{c.user}.Sanitize()
-	r.pass(CheckPGConnection, "connected to PostgreSQL %s as %q, database %q on %s", version, c.user, pcfg.Database, hostPort(pcfg))
+	r.pass(CheckPGConnection, "connected to PostgreSQL %s as %q, database %q on %s", c.facts.Version, c.user, pcfg.Database, hostPort(pcfg))
 	c.checkTLS(cctx, pcfg)
 	if cfg.Source == "cdc" {
-		c.checkWalLevel(cctx)
-		c.checkReplicationRole(cctx)
+		c.report(CheckWalLevel, c.facts.LogicalWAL())
+		c.report(CheckRole, c.facts.ReplicationRole())
 	}
-	exists := c.checkTable(cctx)
+	exists := c.checkTable()
 	var facts pgFacts
 	if exists {
 		c.checkColumns(cctx)
@@ -111,7 +130,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	}
 	switch cfg.Source {
 	case "cdc":
-		c.checkPublication(cctx, exists)
+		c.checkPublication(exists)
 		c.checkSlot(cctx, pcfg)
 	case "poll":
 		c.checkDeadLetter(cctx)
@@ -196,77 +215,15 @@ func deref(s *string) string {
 	return *s
 }
 
-func (c *pgCheck) checkWalLevel(ctx context.Context) {
-	var level string
-	if err := c.conn.QueryRow(ctx, `SELECT current_setting('wal_level')`).Scan(&level); err != nil {
-		c.r.add(Fail, CheckWalLevel, "cannot read wal_level: "+err.Error(), "")
-		return
-	}
-	if level != "logical" {
-		c.r.add(Fail, CheckWalLevel, fmt.Sprintf("wal_level is %q; logical replication needs %q", level, "logical"),
-			"as a superuser: ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL (on a managed service, set the parameter in its console: rds.logical_replication = 1 on Amazon RDS, cloudsql.logical_decoding = on on Cloud SQL); or use source: poll")
-		return
-	}
-	c.r.pass(CheckWalLevel, "logical")
-}
-
-func (c *pgCheck) checkReplicationRole(ctx context.Context) {
-	var super, repl, rds bool
-	err := c.conn.QueryRow(ctx, `
-		SELECT r.rolsuper, r.rolreplication,
-		       EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = 'rds_replication' AND pg_has_role(r.oid, g.oid, 'MEMBER'))
-		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&super, &repl, &rds)
-	if err != nil {
-		c.r.add(Fail, CheckRole, "cannot read the role's attributes: "+err.Error(), "")
-		return
-	}
-	switch {
-	case super:
-		c.r.add(Warn, CheckRole, fmt.Sprintf("role %q is a superuser: it works, but the relay needs only REPLICATION and SELECT on the outbox table", c.user),
-			"give the relay a least-privilege role: outboxrelay init --role <name> prints the SQL")
-	case repl || rds:
-		c.r.pass(CheckRole, "role %q may stream changes (REPLICATION) and is not a superuser", c.user)
-	default:
-		c.r.add(Fail, CheckRole, fmt.Sprintf("role %q lacks the REPLICATION attribute that reading a replication slot needs", c.user),
-			fmt.Sprintf("as a superuser: ALTER ROLE %s REPLICATION; (Amazon RDS: GRANT rds_replication TO %s;)", c.role, c.role))
-	}
-}
-
 // checkTable reports whether the outbox table exists and the role's grants
 // on it; it returns whether the table exists.
-func (c *pgCheck) checkTable(ctx context.Context) bool {
-	var kind, owner string
-	var sel, upd, del, usage, children bool
-	err := c.conn.QueryRow(ctx, `
-		SELECT c.relkind::text, pg_get_userbyid(c.relowner),
-		       has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE'),
-		       has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, c.schema, c.table).Scan(&kind, &owner, &sel, &upd, &del, &usage, &children)
-	if errors.Is(err, pgx.ErrNoRows) {
-		c.r.add(Fail, CheckTable, fmt.Sprintf("table %s does not exist in database %q", c.tbl, c.conn.Config().Database),
-			"create it (outboxrelay init prints the SQL), or set outbox.table to yours")
+func (c *pgCheck) checkTable() bool {
+	t := c.facts.Tables[0]
+	c.report(CheckTable, c.facts.TableKind(c.cfg.Source, t))
+	if !t.Exists || (t.Kind != "r" && t.Kind != "p") {
 		return false
 	}
-	if err != nil {
-		c.r.add(Fail, CheckTable, "cannot look up the table: "+err.Error(), "")
-		return false
-	}
-	if kind != "r" && kind != "p" {
-		c.r.add(Fail, CheckTable, fmt.Sprintf("%s is not a table (relkind %s)", c.tbl, kind), "point outbox.table at a table")
-		return false
-	}
-	c.partitioned = kind == "p"
-	switch {
-	case c.cfg.Source == "poll" && (c.partitioned || children):
-		c.r.add(Fail, CheckTable, fmt.Sprintf("%s is partitioned or has inheritance children, and the poller cannot tell their rows apart (it marks rows by ctid, which each one numbers on its own)", c.tbl),
-			"use source: cdc, or a table without partitions")
-	case children && !c.partitioned:
-		c.r.add(Fail, CheckTable, fmt.Sprintf("%s has inheritance children, and logical replication sends their rows under their own names, which the relay would not know as the outbox's", c.tbl),
-			"make it a partitioned table, or keep the events in the table itself")
-	default:
-		c.r.pass(CheckTable, "%s exists, owned by %q", c.tbl, owner)
-	}
+	sel, upd, del, usage := t.Select, t.Update, t.Delete, t.SchemaUsage
 
 	need := map[string]bool{"SELECT": sel}
 	why := "SELECT on the outbox table"
@@ -414,185 +371,27 @@ func (c *pgCheck) sampleAggregateTypes(ctx context.Context) pgFacts {
 	return pgFacts{aggregateTypes: types, sampled: true}
 }
 
-func (c *pgCheck) checkPublication(ctx context.Context, tableExists bool) {
+func (c *pgCheck) checkPublication(tableExists bool) {
 	pub := c.cfg.CDCConfig()
 	pub.SetDefaults()
 	name := pub.Publication
-	qpub := pgx.Identifier{name}.Sanitize()
-	with := "publish = 'insert'"
-	if c.partitioned {
-		with += ", publish_via_partition_root = true"
-	}
-	create := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (%s);", qpub, c.tbl, with)
-	var insert, update, del, all, covers, owner bool
-	err := c.conn.QueryRow(ctx, `
-		SELECT p.pubinsert, p.pubupdate, p.pubdelete, p.puballtables,
-		       EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3),
-		       pg_has_role(p.pubowner, 'USAGE')
-		FROM pg_publication p WHERE p.pubname = $1`, name, c.schema, c.table).Scan(&insert, &update, &del, &all, &covers, &owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		canCreate := false
-		if tableExists {
-			_ = c.conn.QueryRow(ctx, `
-				SELECT pg_has_role(c.relowner, 'USAGE') AND has_database_privilege(current_database(), 'CREATE')
-				FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
-				c.schema, c.table).Scan(&canCreate)
-		}
-		if *pub.CreatePublication && canCreate {
-			c.r.add(Warn, CheckPublication, fmt.Sprintf("publication %q does not exist; the relay will create it when it starts (role %q owns the table)", name, c.user),
-				"nothing, or create it now: "+create)
-			return
-		}
-		why := "cdc.create_publication is false"
-		if *pub.CreatePublication {
-			why = fmt.Sprintf("role %q cannot create it (that needs ownership of the table and CREATE on the database)", c.user)
-		}
-		c.r.add(Fail, CheckPublication, fmt.Sprintf("publication %q does not exist, and %s", name, why),
-			"as the table's owner: "+create+" (outboxrelay init prints it)")
+	plan := c.facts.PublicationPlan()
+	if !plan.Missing {
+		c.report(CheckPublication, plan.Verdict(name))
 		return
 	}
-	if err != nil {
-		c.r.add(Fail, CheckPublication, "cannot look up the publication: "+err.Error(), "")
+	create := plan.Create + ";"
+	if *pub.CreatePublication && tableExists && c.facts.CanCreatePublication() {
+		c.r.add(Warn, CheckPublication, fmt.Sprintf("publication %q does not exist; the relay will create it when it starts (role %q owns the table)", name, c.user),
+			"nothing, or create it now: "+create)
 		return
 	}
-	var problems, fixes []string
-	viaRoot := true
-	if c.partitioned {
-		// Partitioned tables are published from PostgreSQL 13 on, with
-		// pubviaroot.
-		if err := c.conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, name).Scan(&viaRoot); err != nil {
-			c.r.add(Fail, CheckPublication, "cannot look up the publication: "+err.Error(), "")
-			return
-		}
+	why := "cdc.create_publication is false"
+	if *pub.CreatePublication {
+		why = fmt.Sprintf("role %q cannot create it (that needs ownership of the table and CREATE on the database)", c.user)
 	}
-	if !viaRoot {
-		// pg_publication_tables lists the partitions then, not the table.
-		problems = append(problems, fmt.Sprintf("sends the rows of partitioned table %s under each partition's name, which the relay would not know as the outbox's", c.tbl))
-		fixes = append(fixes, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true);", qpub))
-	} else if !covers {
-		problems = append(problems, fmt.Sprintf("does not include %s", c.tbl))
-		fixes = append(fixes, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qpub, c.tbl))
-	}
-	if !insert {
-		problems = append(problems, "does not publish inserts")
-		fixes = append(fixes, fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qpub))
-	}
-	if len(problems) > 0 {
-		c.r.add(Fail, CheckPublication, fmt.Sprintf("publication %q %s", name, strings.Join(problems, " and ")),
-			"as the publication's owner: "+strings.Join(fixes, " "))
-		return
-	}
-	detail := fmt.Sprintf("publication %q covers %s and publishes inserts", name, c.tbl)
-	if all {
-		detail = fmt.Sprintf("publication %q is FOR ALL TABLES and publishes inserts; every table's changes are decoded and the relay skips all but %s", name, c.tbl)
-	}
-	if update || del {
-		detail += "; it also publishes updates or deletes, which the relay skips (publish = 'insert' saves the work)"
-	}
-	c.r.pass(CheckPublication, "%s", detail)
-}
-
-func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
-	cc := c.cfg.CDCConfig()
-	cc.SetDefaults()
-	slot := cc.Slot
-	var plugin, database, walStatus string
-	var lag, safe *int64
-	var pid *int32
-	var temporary bool
-	err := c.conn.QueryRow(ctx, `
-		SELECT coalesce(plugin, ''), coalesce(database, ''), temporary, coalesce(wal_status, ''), active_pid,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, safe_wal_size
-		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &database, &temporary, &walStatus, &pid, &lag, &safe)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var free int
-		if err := c.conn.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)`).Scan(&free); err == nil && free <= 0 {
-			c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q does not exist, and every one of max_replication_slots is in use", slot),
-				"drop a slot nobody reads (SELECT pg_drop_replication_slot('...')), or raise max_replication_slots and restart PostgreSQL")
-			return
-		}
-		c.r.add(Warn, CheckSlot, fmt.Sprintf("slot %q does not exist yet; the relay creates it when it first starts, and it captures only what commits after that", slot),
-			fmt.Sprintf("create it now, before the application writes events, so none is missed: SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); (outboxrelay init does)", slot))
-		return
-	}
-	if err != nil {
-		c.r.add(Fail, CheckSlot, "cannot look up the slot: "+err.Error(), "")
-		return
-	}
-	switch {
-	case plugin != "pgoutput":
-		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q uses plugin %q; the relay needs pgoutput", slot, plugin), "set cdc.slot to another name, or drop this slot if nothing else reads it")
-		return
-	case database != pcfg.Database:
-		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q belongs to database %q, not %q", slot, database, pcfg.Database), "set cdc.slot to another name")
-		return
-	case walStatus == "lost":
-		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q has lost WAL it needed (wal_status lost): events committed while it fell behind are gone from it", slot),
-			"drop and recreate the slot, then republish what the outbox table still holds; raise max_slot_wal_keep_size so it does not happen again")
-		return
-	}
-	detail := fmt.Sprintf("slot %q (pgoutput), wal_status %s, %s behind the server", slot, walStatus, bytesText(lag))
-	if safe != nil {
-		detail += fmt.Sprintf(", %s left before max_slot_wal_keep_size", bytesText(safe))
-	} else {
-		detail += "; max_slot_wal_keep_size is -1, so the slot may hold back WAL without bound while the relay is down (set it, and alert on OutboxRelaySlotWALRetained)"
-	}
-	detail += "; " + c.failoverText(ctx, slot)
-	switch {
-	case walStatus == "unreserved":
-		c.r.add(Warn, CheckSlot, detail+"; the WAL it needs is about to be removed",
-			"start the relay (or find why it is behind) now; raise max_slot_wal_keep_size")
-	case pid != nil:
-		c.r.add(Warn, CheckSlot, fmt.Sprintf("%s; in use by PID %d, so another relay cannot start on it", detail, *pid),
-			fmt.Sprintf("nothing if that is your running relay; otherwise see SELECT * FROM pg_stat_replication WHERE pid = %d", *pid))
-	case lag != nil && *lag > 1<<30:
-		c.r.add(Warn, CheckSlot, detail+"; the slot holds back that much WAL on the server's disk", "start the relay, or drop the slot if it is no longer used")
-	default:
-		c.r.pass(CheckSlot, "%s; not in use", detail)
-	}
-}
-
-// failoverText says whether the slot survives a failover: only a failover
-// slot does (PostgreSQL 17 and later, synchronized to a standby with
-// sync_replication_slots); before 17 no slot does, and the relay's
-// checkpoint is what makes the loss loud.
-func (c *pgCheck) failoverText(ctx context.Context, slot string) string {
-	var version int
-	if err := c.conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		return "whether it is a failover slot is unknown: " + err.Error()
-	}
-	if version < 170000 {
-		return fmt.Sprintf("not a failover slot (PostgreSQL %d has none): a promoted standby does not have it, and the relay then stops on the lost slot (docs/guarantees.md#a-lost-replication-slot)", version/10000)
-	}
-	var failover bool
-	if err := c.conn.QueryRow(ctx, failoverQuery, slot).Scan(&failover); err != nil {
-		return "whether it is a failover slot is unknown: " + err.Error()
-	}
-	if !failover {
-		return "not a failover slot: a promoted standby does not have it; ALTER_REPLICATION_SLOT on a replication connection, or drop it and let the relay create it (cdc.failover_slot)"
-	}
-	return "a failover slot: a standby with sync_replication_slots keeps it"
-}
-
-// failoverQuery reads pg_replication_slots.failover, which PostgreSQL 17
-// added.
-const failoverQuery = `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`
-
-func bytesText(n *int64) string {
-	if n == nil {
-		return "? bytes"
-	}
-	v := float64(*n)
-	for _, unit := range []string{"bytes", "KiB", "MiB", "GiB"} {
-		if v < 1024 || unit == "GiB" {
-			if unit == "bytes" {
-				return fmt.Sprintf("%d bytes", *n)
-			}
-			return fmt.Sprintf("%.1f %s", v, unit)
-		}
-		v /= 1024
-	}
-	return ""
+	c.r.add(Fail, CheckPublication, fmt.Sprintf("publication %q does not exist, and %s", name, why),
+		"as the table's owner: "+create+" (outboxrelay init prints it)")
 }
 
 // pollDDLFix is where the poller's schema comes from.

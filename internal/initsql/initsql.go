@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/pgident"
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // Options say what to set up. Names are taken as written (case and all)
@@ -94,17 +95,18 @@ func Build(o Options) (Script, error) {
 
 	switch o.Source {
 	case "cdc":
-		pub := ident(o.Publication)
 		add("The publication: inserts into the outbox table and nothing else. Creating\nit needs ownership of the table, which is why it is here and not left to\nthe relay's role. A partitioned table's rows are published under its own\nname (publish_via_partition_root), which is the name the relay knows.",
 			"%s", doBlock(fmt.Sprintf(`IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = %[1]s) THEN
-    IF (SELECT relkind FROM pg_class WHERE oid = %[6]s::regclass) = 'p' THEN
-      CREATE PUBLICATION %[2]s FOR TABLE %[3]s WITH (publish = 'insert', publish_via_partition_root = true);
+    IF (SELECT relkind FROM pg_class WHERE oid = %[5]s::regclass) = 'p' THEN
+      %[6]s;
     ELSE
-      CREATE PUBLICATION %[2]s FOR TABLE %[3]s WITH (publish = 'insert');
+      %[7]s;
     END IF;
-  ELSIF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %[1]s AND schemaname = %[4]s AND tablename = %[5]s) THEN
-    ALTER PUBLICATION %[2]s ADD TABLE %[3]s;
-  END IF;`, literal(o.Publication), pub, tbl, literal(o.Schema), literal(o.Table), literal(tbl))))
+  ELSIF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %[1]s AND schemaname = %[3]s AND tablename = %[4]s) THEN
+    %[2]s;
+  END IF;`, literal(o.Publication), pgsql.AddTableSQL(o.Publication, tbl), literal(o.Schema), literal(o.Table), literal(tbl),
+				// The statements the relay and outboxrelay check advise too.
+				pgsql.CreatePublicationSQL(o.Publication, true, tbl), pgsql.CreatePublicationSQL(o.Publication, false, tbl))))
 		add("The relay's role: it logs in and streams changes (REPLICATION); it is not\na superuser and owns nothing. On a managed service that keeps REPLICATION\nfor itself, grant its role instead (Amazon RDS: GRANT rds_replication TO ...;\nCloud SQL: ALTER ROLE ... WITH REPLICATION as cloudsqlsuperuser).",
 			"%s", doBlock(fmt.Sprintf(`IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN
     CREATE ROLE %s LOGIN REPLICATION;
