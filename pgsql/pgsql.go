@@ -1,8 +1,12 @@
 // Package pgsql holds what outboxrelay's PostgreSQL sources share about
 // talking to the server: how a configured table name splits into schema
 // and table, which errors no reconnect can fix (with connection strings
-// kept out of their messages, secret.RedactError); and the network
-// bounds (network.go) that keep a silent connection from stalling a source.
+// kept out of their messages, secret.RedactError); the network bounds
+// (network.go) that keep a silent connection from stalling a source; one
+// way to open and close a connection with them (connect.go); and the
+// catalog's facts (catalog.go) with their verdicts (verdicts.go), the
+// advice the CDC source's setup, `outboxrelay check` and `outboxrelay
+// init` all give.
 package pgsql
 
 import (
