@@ -137,42 +137,6 @@ func (a *appRelay) waitMetric(t *testing.T, name string, timeout time.Duration, 
 	}
 }
 
-// TestDeadConnCDCMidStream drops every open connection to PostgreSQL
-// silently while 10,000 events stream: the relay notices the silence on the
-// replication stream within cdc.receive_timeout, says so at WARN with how
-// long the server was silent, counts a restart, reconnects on its own, and
-// every event reaches Kafka in order per aggregate.
-func TestDeadConnCDCMidStream(t *testing.T) {
-	e := newDeadConnEnv(t)
-	a := e.start(t, "cdc", nil)
-	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
-	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
-
-	c.readAtLeast(ctx, t, 1500, time.Minute)
-	dropped := e.proxy.drop()
-	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
-	w := waitWarn(t, a, "the replication connection is dead", 30*time.Second)
-	silent, err := time.ParseDuration(w["silent_for"].(string))
-	if err != nil || silent < 2*time.Second {
-		t.Errorf("the WARN says the server was silent for %v (%v); want at least cdc.receive_timeout, 2s: %v", w["silent_for"], err, w)
-	}
-
-	<-written
-	rows := readRows(ctx, t, e.pool, "outbox")
-	c.waitFor(t, rows, 2*time.Minute)
-	if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
-		t.Errorf("source_restarts_total = %v after the dead connection, want at least 1", n)
-	}
-	a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "1 once streaming again", func(v float64) bool { return v == 1 })
-	a.waitStatus(t, "/healthz", http.StatusOK, 10*time.Second)
-	a.stop(t)
-	c.settle(300 * time.Millisecond)
-	rep := c.check(t, rows, partitions)
-	t.Logf("%d records for %d events (%d repeats, at least once)", rep.records, len(rows), rep.duplicates)
-	checkLog(t, a.logs.String(), false)
-}
-
 // TestDeadConnCDCIdle drops the connections while the outbox is idle:
 // nothing flows, yet the relay notices, because every status update asks
 // the server for an answer; the events committed afterwards arrive.
@@ -199,61 +163,6 @@ func TestDeadConnCDCIdle(t *testing.T) {
 	a.stop(t)
 	c.settle(300 * time.Millisecond)
 	c.check(t, rows, partitions)
-}
-
-// TestDeadConnPollTwoInstances drops every open connection of two polling
-// relays mid-stream: a claim or mark on a dead connection fails within
-// postgres.query_timeout, each relay says so at WARN, ends the dead
-// sessions on the server from a fresh connection, which frees their rows
-// and buckets at once, and claims again; every event arrives, each
-// aggregate in order. The server here would keep a dead claim's
-// transaction for ten minutes (idle_in_transaction_session_timeout set in
-// the URL), so the events arriving within seconds shows the relay ended
-// them. (The silent listening connections go with the restart; a listener
-// that dies alone is found out by its own check, TestDeadConnPollListenerAlone.)
-func TestDeadConnPollTwoInstances(t *testing.T) {
-	e := newDeadConnEnv(t)
-	execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
-	slowServer := map[string]string{"postgres.url": withParam(t, e.viaProxy, "idle_in_transaction_session_timeout", "600000")}
-	relays := []*appRelay{e.start(t, "poll", slowServer), e.start(t, "poll", slowServer)}
-	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
-	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
-
-	c.readAtLeast(ctx, t, 1500, time.Minute)
-	dropped := e.proxy.drop()
-	droppedAt := time.Now()
-	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
-	<-written
-	rows := readRows(ctx, t, e.pool, "outbox")
-	// postgres.query_timeout (2s) to notice, then seconds to end the
-	// sessions and claim again; generous for a loaded machine, and far
-	// below the server's ten minutes.
-	c.waitFor(t, rows, 45*time.Second)
-	t.Logf("every event in Kafka %s after the drop", time.Since(droppedAt).Round(100*time.Millisecond))
-	warnings, ended := 0, 0
-	for _, a := range relays {
-		warnings += len(warned(t, a, "the claiming connection is dead"))
-		ended += len(warned(t, a, "ended the claiming sessions whose connections went silent"))
-	}
-	if warnings == 0 {
-		t.Errorf("neither relay warned that its claiming connection is dead")
-	}
-	if ended == 0 {
-		t.Errorf("neither relay said it ended its dead claiming sessions")
-	}
-	for i, a := range relays {
-		if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
-			t.Logf("relay %d: source_restarts_total = %v (it had no claim in hand when the connections dropped)", i, n)
-		}
-		a.stop(t)
-	}
-	c.settle(300 * time.Millisecond)
-	rep := c.check(t, rows, partitions)
-	t.Logf("%d records for %d events (%d repeats, at least once)", rep.records, len(rows), rep.duplicates)
-	if left := countRows(t, e.pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
-		t.Errorf("%d rows left unpublished", left)
-	}
 }
 
 // withParam returns the connection URL u with one more query parameter.
@@ -293,58 +202,6 @@ func TestDeadConnFreeze(t *testing.T) {
 	rep := c.check(t, rows, partitions)
 	t.Logf("%d records for %d events (%d repeats, at least once); dead-connection warnings: %d",
 		rep.records, len(rows), rep.duplicates, len(warned(t, a, "the replication connection is dead")))
-}
-
-// TestDeadConnUnreachable makes PostgreSQL unreachable, as seen from the
-// relay, for longer than http.live_stall_timeout while events are
-// committed, for each source: the relay warns of the dead connection,
-// source_up drops to 0, /healthz fails saying the source has not been
-// connected, and once PostgreSQL is reachable again the relay works,
-// /healthz passes and every event arrives in order.
-func TestDeadConnUnreachable(t *testing.T) {
-	// Mostly waiting: it shares its time with the other waiting tests.
-	t.Parallel()
-	for _, tc := range []struct{ source, warning string }{
-		{"cdc", "the replication connection is dead"},
-		{"poll", "the claiming connection is dead"},
-	} {
-		t.Run(tc.source, func(t *testing.T) {
-			t.Parallel()
-			e := newDeadConnEnv(t)
-			if tc.source == "poll" {
-				execSQL(t, e.url, poller.DDL(poller.Config{URL: e.url, Table: "public.outbox"}))
-			}
-			a := e.start(t, tc.source, nil)
-			ctx := context.Background()
-			c := newCollector(t, e.brokers, "outbox.event.order")
-			w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
-			w.write(ctx, t, e.pool)
-			c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
-
-			e.proxy.unreachable()
-			// Committed while the relay cannot see the database.
-			w2 := w
-			w2.seqBase = 100 / 10
-			w2.write(ctx, t, e.pool)
-			waitWarn(t, a, tc.warning, 30*time.Second)
-			a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "0 while the source reconnects", func(v float64) bool { return v == 0 })
-			body := a.waitStatus(t, "/healthz", http.StatusServiceUnavailable, 30*time.Second, "connected", "the source has not been connected for")
-			t.Logf("/healthz while unreachable: %s", body)
-			// The probe reaches the database through the proxy too, so it
-			// cannot see the slot stand still here (see
-			// TestDeadConnSlotHeldOldestAgeGrows for that).
-
-			e.proxy.restore()
-			a.waitStatus(t, "/healthz", http.StatusOK, time.Minute)
-			a.waitStatus(t, "/readyz", http.StatusOK, time.Minute)
-			a.waitMetric(t, "outboxrelay_source_up", 30*time.Second, "1 once connected again", func(v float64) bool { return v == 1 })
-			rows := readRows(ctx, t, e.pool, "outbox")
-			c.waitFor(t, rows, time.Minute)
-			a.stop(t)
-			c.settle(300 * time.Millisecond)
-			c.check(t, rows, partitions)
-		})
-	}
 }
 
 // TestDeadConnStandbyTakesOver starts a second CDC source on a slot the

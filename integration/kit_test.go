@@ -118,10 +118,6 @@ func (w workload) write(ctx context.Context, t testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
-// acceptance is the issues' acceptance workload: 20,000 events from 4
-// concurrent writers over 100 aggregates.
-var acceptance = workload{table: "outbox", writers: 4, aggregates: 100, events: 20000, txnSize: 2}
-
 // writeInBackground runs the workload while the caller goes on; the channel
 // closes when every event is committed.
 func (w workload) writeInBackground(ctx context.Context, t testing.TB, pool *pgxpool.Pool) <-chan struct{} {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/internal/testenv"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
@@ -29,13 +27,36 @@ var pollKind = sourceKind{
 	// Rows are chosen by state, so whatever commits, before or after the
 	// source starts, is claimed: there is nothing to wait for.
 	ready: func(context.Context, testing.TB, *pgxpool.Pool, string) {},
-	// A graceful stop lets Kafka acknowledge what is in flight, and the
-	// claim commits its mark before the source returns.
-	exactlyOnceAcrossStops: true,
+	features: Features{
+		// A graceful stop lets Kafka acknowledge what is in flight, and
+		// the claim commits its mark before the source returns.
+		GracefulRestartRepeatsNothing: true,
+		ExactlyOnce:                   true,
+		// Rows are marked in PostgreSQL just before the Kafka transaction
+		// commits: a kill between the two commits repeats one claim.
+		ExactlyOnceKillRepeats: binaryPollBatch,
+		SeveralInstances:       true,
+	},
 	backlog: func(t *testing.T, e *env) connector.Source {
 		return openPoller(t, poller.Config{URL: e.url, Table: "public." + e.table})
 	},
+	prepare: applyBinaryPollDDL,
+	binaryConfig: func(url string, brokers []string, _ string) string {
+		return yamlConfig(url, brokers, fmt.Sprintf("source: poll\npoll:\n  interval: 100ms\n  batch_size: %d\n", binaryPollBatch))
+	},
+	started: "polling started",
+	deadConn: deadConnSigns{
+		warning: "the claiming connection is dead",
+		bound:   "query_timeout",
+		ended:   "ended the claiming sessions whose connections went silent",
+	},
+	unpublished: func(t testing.TB, pool *pgxpool.Pool) int {
+		return countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	},
 }
+
+// binaryPollBatch is poll.batch_size in the binary's configuration.
+const binaryPollBatch = 500
 
 // openPoller readies the table with the poller's DDL and returns a source
 // with test timings.
@@ -446,54 +467,6 @@ func TestPollSetupErrorsAreClear(t *testing.T) {
 	if err := run(); !connector.IsPermanent(err) || !strings.Contains(err.Error(), `"public"."outbox_dead_letter" does not exist`) {
 		t.Errorf("without the dead-letter table: Run = %v", err)
 	}
-}
-
-// TestPollBinaryTwoInstances is the issue's acceptance run: the outbox
-// readied with `outboxrelay poll-ddl`, then two `outboxrelay run` processes
-// with source: poll relay 20,000 events from 4 concurrent writers over 100
-// aggregates at once. One is killed with SIGKILL mid-stream and started
-// again. Nothing may be lost, every aggregate stays in commit order, the
-// partition is the Java client's and the id header the event id; SIGTERM
-// then stops both cleanly.
-func TestPollBinaryTwoInstances(t *testing.T) {
-	url := testenv.Postgres(t)
-	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	_, brokers := testenv.Kafka(t)
-	ctx := context.Background()
-	applyBinaryPollDDL(t, url)
-
-	cfg := yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n  batch_size: 500\n")
-	p1, p2 := runBinary(t, cfg), runBinary(t, cfg)
-
-	written := acceptance.writeInBackground(ctx, t, pool)
-	c := newCollector(t, brokers, "outbox.event.order")
-	c.readAtLeast(ctx, t, 3000, time.Minute)
-	p1.signal(t, syscall.SIGKILL, 10*time.Second)
-	p1 = runBinary(t, cfg)
-
-	<-written
-	rows := readRows(ctx, t, pool, "outbox")
-	if len(rows) != 20000 {
-		t.Fatalf("%d rows committed, want 20000", len(rows))
-	}
-	c.waitFor(t, rows, 2*time.Minute)
-	for i, p := range []*proc{p1, p2} {
-		if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
-			t.Errorf("instance %d: exit code %d after SIGTERM, want 0", i+1, code)
-		}
-	}
-	c.settle(300 * time.Millisecond)
-	rep := c.check(t, rows, partitions)
-	if left := countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); left != 0 {
-		t.Errorf("%d rows left unpublished", left)
-	}
-	for i, p := range []*proc{p1, p2} {
-		if !strings.Contains(p.out.String(), "polling started") {
-			t.Errorf("instance %d never started polling:\n%s", i+1, p.out.String())
-		}
-	}
-	t.Logf("%d records for %d events: %d repeated after SIGKILL", rep.records, len(rows), rep.duplicates)
 }
 
 // TestPollBacklog: the poller reports the rows still to publish, which

@@ -26,13 +26,53 @@ type sourceKind struct {
 	open func(t testing.TB, url, table, name string) connector.Source
 	// ready waits until events committed from now on will be relayed.
 	ready func(ctx context.Context, t testing.TB, pool *pgxpool.Pool, name string)
-	// exactlyOnceAcrossStops: a graceful stop and start repeats nothing.
-	exactlyOnceAcrossStops bool
+	// features are the behaviours it declares beyond what every source
+	// does.
+	features Features
 	// backlog opens a source that also publishes the rows already in the
 	// table when it starts, which each source reads its own way: the CDC
 	// source from its slot's exported snapshot (cdc.snapshot initial), the
 	// poller by claiming them as it claims any.
 	backlog func(t *testing.T, e *env) connector.Source
+
+	// prepare readies the outbox table at url for the binary and the app,
+	// as a user does before the first start (the poller's columns).
+	prepare func(t testing.TB, url string)
+	// binaryConfig is the binary's configuration file for this source,
+	// with name for its slot and publication.
+	binaryConfig func(url string, brokers []string, name string) string
+	// started is what the source logs once it reads the outbox.
+	started string
+	// deadConn is how the source tells of a silent PostgreSQL connection.
+	deadConn deadConnSigns
+	// unpublished counts the rows the source's own record still has as
+	// unpublished once every event is in Kafka; nil where it keeps no
+	// record per row.
+	unpublished func(t testing.TB, pool *pgxpool.Pool) int
+}
+
+// deadConnSigns is what a source logs about a PostgreSQL connection that
+// went silent.
+type deadConnSigns struct {
+	// warning is the WARN saying the connection is dead.
+	warning string
+	// bound is the WARN's attribute naming how long PostgreSQL was silent,
+	// or the bound it was given, which is postgres.query_timeout or
+	// cdc.receive_timeout (both 2s in the tests).
+	bound string
+	// ended is the WARN saying the relay ended the dead sessions on the
+	// server, for a source whose dead sessions hold what other instances
+	// need; empty if it has none.
+	ended string
+}
+
+// instances is how many relays a fault test runs side by side: two where
+// the source shares a table among instances, which are failed in turn.
+func (k sourceKind) instances() int {
+	if k.features.SeveralInstances {
+		return 2
+	}
+	return 1
 }
 
 var nameSeq atomic.Int64

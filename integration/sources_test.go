@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,10 +23,22 @@ var cdcKind = sourceKind{
 	ready: func(ctx context.Context, t testing.TB, pool *pgxpool.Pool, name string) {
 		waitSlotActive(ctx, t, pool, name)
 	},
-	exactlyOnceAcrossStops: true,
+	features: Features{
+		// A graceful stop confirms exactly what Kafka acknowledged.
+		GracefulRestartRepeatsNothing: true,
+		ExactlyOnce:                   true,
+		// The checkpoint is written in the Kafka transaction it covers.
+		ExactlyOnceKillRepeats: 0,
+	},
 	backlog: func(t *testing.T, e *env) connector.Source {
 		return e.snapshotSource(t, &syncBuffer{})
 	},
+	prepare: func(testing.TB, string) {},
+	binaryConfig: func(url string, brokers []string, name string) string {
+		return yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
+	},
+	started:  "replication started",
+	deadConn: deadConnSigns{warning: "the replication connection is dead", bound: "silent_for"},
 }
 
 func openCDC(t testing.TB, cfg cdc.Config) *cdc.Source {

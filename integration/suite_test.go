@@ -20,6 +20,36 @@ import (
 
 const partitions = 8
 
+// Features are what a source declares it does beyond what every source
+// does, as watermill's pubsub/tests declares an adapter's. A behaviour of
+// the suite that needs one skips, saying which, for a source without it.
+// Behaviours only one source can have (a replication slot and its
+// checkpoint, a standby, the poller's claims and dead-letter table) are
+// tested in that source's own tests.
+type Features struct {
+	// GracefulRestartRepeatsNothing: a graceful stop and start repeats no
+	// event, at least once too.
+	GracefulRestartRepeatsNothing bool
+	// ExactlyOnce: with kafka.delivery exactly_once, a read_committed
+	// consumer sees each event once through refused batches, dead letters
+	// and restarts.
+	ExactlyOnce bool
+	// ExactlyOnceKillRepeats is the most events a read_committed consumer
+	// may see twice for each SIGKILL with exactly_once.
+	ExactlyOnceKillRepeats int
+	// SeveralInstances: several instances share one outbox table; the
+	// fault behaviours run two and fail them in turn.
+	SeveralInstances bool
+}
+
+// requires skips the test for a source that does not declare feature.
+func requires(t *testing.T, kind sourceKind, feature string, declared bool) {
+	t.Helper()
+	if !declared {
+		t.Skipf("the %s source does not declare %s", kind.name, feature)
+	}
+}
+
 // TestSources runs every guarantee against every source.
 func TestSources(t *testing.T) {
 	// Each subtest has its own database, broker and names; their retries
@@ -32,11 +62,18 @@ func TestSources(t *testing.T) {
 			t.Run("ConcurrentWritersManyAggregates", func(t *testing.T) { testConcurrentWriters(t, kind) })
 			t.Run("LargeTransactions", func(t *testing.T) { testLargeTransactions(t, kind) })
 			t.Run("GracefulRestartMidStream", func(t *testing.T) { testGracefulRestart(t, kind) })
+			t.Run("KilledMidStream", func(t *testing.T) { testKilledMidStream(t, kind) })
 			t.Run("BrokerProduceErrors", func(t *testing.T) { testBrokerErrors(t, kind) })
 			t.Run("OversizedEventDeadLetter", func(t *testing.T) { testOversized(t, kind) })
 			t.Run("BatchRefusedNoInnocentDeadLetter", func(t *testing.T) { testBatchRefused(t, kind) })
 			t.Run("BrokerRefusesOneEventDeadLetter", func(t *testing.T) { testBrokerRefusesOne(t, kind) })
 			t.Run("BinaryPayloadsByteForByte", func(t *testing.T) { testBinaryPayloads(t, kind) })
+			t.Run("PostgresConnectionsDropMidStream", func(t *testing.T) { testPostgresConnectionsDrop(t, kind) })
+			t.Run("PostgresUnreachable", func(t *testing.T) { testPostgresUnreachable(t, kind) })
+			t.Run("ExactlyOnceRefusedBatch", func(t *testing.T) { testExactlyOnceRefusedBatch(t, kind) })
+			t.Run("ExactlyOnceKilledFiveTimes", func(t *testing.T) { testExactlyOnceKilledFiveTimes(t, kind) })
+			t.Run("ExactlyOnceBrokerRefusesOne", func(t *testing.T) { testExactlyOnceBrokerRefusesOne(t, kind) })
+			t.Run("ExactlyOnceBatchRefused", func(t *testing.T) { testExactlyOnceBatchRefused(t, kind) })
 		})
 	}
 }
@@ -125,7 +162,7 @@ func testGracefulRestart(t *testing.T, kind sourceKind) {
 	r2.stop(t)
 	c.settle(300 * time.Millisecond)
 	rep := c.check(t, rows, partitions)
-	if kind.exactlyOnceAcrossStops && rep.duplicates != 0 {
+	if kind.features.GracefulRestartRepeatsNothing && rep.duplicates != 0 {
 		t.Errorf("%d duplicates after a graceful restart; want none", rep.duplicates)
 	}
 }
