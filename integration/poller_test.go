@@ -49,6 +49,10 @@ var pollKind = sourceKind{
 		warning: "the claiming connection is dead",
 		bound:   "query_timeout",
 		ended:   "ended the claiming sessions whose connections went silent",
+		// postgres.query_timeout (2s) to notice, then seconds to end the
+		// sessions and claim again; generous for a loaded machine, and far
+		// below the ten minutes the server would keep them.
+		within: 45 * time.Second,
 	},
 	unpublished: func(t testing.TB, pool *pgxpool.Pool) int {
 		return countRows(t, pool, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)

@@ -64,6 +64,8 @@ type deadConnSigns struct {
 	// server, for a source whose dead sessions hold what other instances
 	// need; empty if it has none.
 	ended string
+	// within is how soon after the drop every event must be in Kafka.
+	within time.Duration
 }
 
 // instances is how many relays a fault test runs side by side: two where

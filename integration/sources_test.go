@@ -38,7 +38,7 @@ var cdcKind = sourceKind{
 		return yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
 	},
 	started:  "replication started",
-	deadConn: deadConnSigns{warning: "the replication connection is dead", bound: "silent_for"},
+	deadConn: deadConnSigns{warning: "the replication connection is dead", bound: "silent_for", within: 2 * time.Minute},
 }
 
 func openCDC(t testing.TB, cfg cdc.Config) *cdc.Source {

@@ -130,7 +130,7 @@ func testKilledMidStream(t *testing.T, kind sourceKind) {
 // arrives, each aggregate in order, and the relay is up and live again.
 // The server here would keep a dead claim's transaction for ten minutes
 // (idle_in_transaction_session_timeout set in the URL), so the events
-// arriving within two shows the relay ended the sessions itself.
+// arriving within seconds shows the relay ended the sessions itself.
 func testPostgresConnectionsDrop(t *testing.T, kind sourceKind) {
 	e := newDeadConnEnv(t)
 	kind.prepare(t, e.url)
@@ -149,7 +149,7 @@ func testPostgresConnectionsDrop(t *testing.T, kind sourceKind) {
 	t.Logf("dropped %d open connections with %d records in Kafka", dropped, len(c.recs))
 	<-written
 	rows := readRows(ctx, t, e.pool, "outbox")
-	c.waitFor(t, rows, 2*time.Minute)
+	c.waitFor(t, rows, kind.deadConn.within)
 	t.Logf("every event in Kafka %s after the drop", time.Since(droppedAt).Round(100*time.Millisecond))
 
 	warnings, ended := 0, 0
