@@ -21,55 +21,55 @@ import (
 type Config struct {
 	// URL is the PostgreSQL connection string. Required. The role needs
 	// the REPLICATION attribute and SELECT on the table.
-	URL string
+	URL string `yaml:"-"`
 	// Table is the outbox table, schema.table. Default "public.outbox",
 	// unless Tables is set.
-	Table string
+	Table string `yaml:"-"`
 	// Tables are several outbox tables, each schema.table, relayed from
 	// one slot and one publication, with Columns unless TableColumns says
 	// otherwise; set either Table or Tables.
-	Tables []string
+	Tables []string `yaml:"-"`
 	// Columns names the outbox columns. Default Debezium's names.
-	Columns connector.ColumnMap
+	Columns connector.ColumnMap `yaml:"-"`
 	// TableColumns are the columns of those of Tables whose differ from
 	// Columns, by schema.table.
-	TableColumns map[string]connector.ColumnMap
+	TableColumns map[string]connector.ColumnMap `yaml:"-"`
 	// Slot is the logical replication slot, created when missing.
 	// Default "outboxrelay".
-	Slot string `yaml:"slot"`
+	Slot string `yaml:"slot" doc:"Logical replication slot (pgoutput); created when missing."`
 	// Publication is the publication, created when missing as
 	// FOR TABLE <Table> WITH (publish = 'insert'). Default "outboxrelay".
-	Publication string `yaml:"publication"`
+	Publication string `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')."`
 	// CreatePublication creates the publication when it is missing.
 	// Default true.
-	CreatePublication *bool `yaml:"create_publication"`
+	CreatePublication *bool `yaml:"create_publication" doc:"Create the publication when it is missing."`
 	// StatusInterval is how often the confirmed position is sent to
 	// PostgreSQL; keep it well below the server's wal_sender_timeout.
 	// Default 10s.
-	StatusInterval time.Duration `yaml:"status_interval"`
-	// MaxBatchEvents and MaxBatchBytes bound one batch handed to the
-	// runner: a larger transaction goes in several. The bytes are every
-	// value the events keep; a batch ends once it reaches them, so it
-	// holds at most MaxBatchBytes and one event. Defaults 1000 and 1 MiB.
-	MaxBatchEvents int `yaml:"max_batch_events"`
-	MaxBatchBytes  int `yaml:"max_batch_bytes"`
-	// HeartbeatInterval, when positive, is how often the source writes a
-	// logical decoding message on an ordinary connection (heartbeat.go), so
-	// that the slot advances while the outbox table is idle. Default 0: off.
-	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	StatusInterval time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout."`
 	// CheckpointInterval is how often, while the position moves, the
 	// source saves a checkpoint of what Kafka has acknowledged and then
 	// confirms it to the slot: a crash repeats only about this much.
 	// (StatusInterval is the update sent whether or not it moves.)
 	// Default 200ms.
-	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval" doc:"How often, while the position moves, the relay saves a checkpoint of what Kafka has acknowledged (kafka.checkpoint_topic) and then confirms it to the slot: a crash repeats only about this much."`
+	// MaxBatchEvents and MaxBatchBytes bound one batch handed to the
+	// runner: a larger transaction goes in several. The bytes are every
+	// value the events keep; a batch ends once it reaches them, so it
+	// holds at most MaxBatchBytes and one event. Defaults 1000 and 1 MiB.
+	MaxBatchEvents int `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches."`
+	MaxBatchBytes  int `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once."`
+	// HeartbeatInterval, when positive, is how often the source writes a
+	// logical decoding message on an ordinary connection (heartbeat.go), so
+	// that the slot advances while the outbox table is idle. Default 0: off.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
 	// live server speaks at least once per StatusInterval; it must be
 	// longer than that. Default 30s, or three status intervals if that is
 	// longer.
-	ReceiveTimeout time.Duration `yaml:"receive_timeout"`
+	ReceiveTimeout time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
 	// OnSlotLoss is what the source does when its slot cannot carry on
 	// from its checkpoint: the slot is gone, invalidated (wal_status
 	// lost), ahead of the checkpoint (advanced, or dropped and created
@@ -79,33 +79,40 @@ type Config struct {
 	// creating no slot; "recreate" logs the gap at ERROR, counts it,
 	// goes on from the slot as it is (creating one when it is gone) and
 	// saves a new checkpoint there. Default "fail".
-	OnSlotLoss string `yaml:"on_slot_loss"`
+	OnSlotLoss OnSlotLoss `yaml:"on_slot_loss" doc:"What to do when the slot cannot carry on from the checkpoint (gone, invalidated, ahead of the checkpoint, or the checkpoint is another cluster's), so events committed since may be missing: fail stops relaying with an error saying what happened and what to do, fails /readyz and sets outboxrelay_replication_slot_lost; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, goes on from the slot as it is (creating one when it is gone) and checkpoints there."`
 	// Snapshot is what the source does with the rows already in the
 	// table when it creates its slot: "never" leaves them (a slot captures
 	// only what commits after it exists, and the source says how many it
 	// left); "initial" creates the slot with an exported snapshot and
 	// publishes the rows visible in it before streaming, so that none
 	// falls between the two and none is read twice. Default "never".
-	Snapshot string `yaml:"snapshot"`
-	// FailoverSlot creates the slot as a failover slot, which a promoted
-	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
-	// on the standby). Default true where the server supports it; ignored
-	// before 17.
-	FailoverSlot *bool `yaml:"failover_slot"`
+	Snapshot Snapshot `yaml:"snapshot" doc:"The rows already in the table when the relay creates its slot: never leaves them (a slot captures only what commits after it exists; the relay logs how many it left); initial creates the slot with an exported snapshot and publishes the rows visible in it before streaming, none missed and none twice (Debezium's snapshot.mode initial)."`
 	// TakeoverAfter, when set, lets a standby end the session holding the
 	// slot once the server has heard nothing from its client for this
 	// long (pg_stat_replication.reply_time), rather than wait for the
 	// server's wal_sender_timeout. 0: off.
-	TakeoverAfter time.Duration `yaml:"takeover_after"`
+	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
+	// FailoverSlot creates the slot as a failover slot, which a promoted
+	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
+	// on the standby). Default true where the server supports it; ignored
+	// before 17.
+	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby); ignored before 17." default:"true (PostgreSQL 17+)"`
 	// Network bounds every connection's silence and round trips.
-	Network pgsql.Network
+	Network pgsql.Network `yaml:"-"`
 }
+
+// OnSlotLoss is what the source does when its slot cannot carry on from
+// its checkpoint (Config.OnSlotLoss).
+type OnSlotLoss string
 
 // What OnSlotLoss may be.
 const (
-	SlotLossFail     = "fail"
-	SlotLossRecreate = "recreate"
+	SlotLossFail     OnSlotLoss = "fail"
+	SlotLossRecreate OnSlotLoss = "recreate"
 )
+
+// Values lists every OnSlotLoss.
+func (OnSlotLoss) Values() []string { return []string{string(SlotLossFail), string(SlotLossRecreate)} }
 
 func (c *Config) SetDefaults() {
 	if c.Table == "" && len(c.Tables) == 0 {

@@ -28,11 +28,18 @@ import (
 // the slot, so a row is published at least once, some twice (with their id
 // headers), and none lost.
 
+// Snapshot is what the source does with the rows already in the table
+// when it creates its slot (Config.Snapshot).
+type Snapshot string
+
 // What Snapshot may be.
 const (
-	SnapshotNever   = "never"
-	SnapshotInitial = "initial"
+	SnapshotNever   Snapshot = "never"
+	SnapshotInitial Snapshot = "initial"
 )
+
+// Values lists every Snapshot.
+func (Snapshot) Values() []string { return []string{string(SnapshotNever), string(SnapshotInitial)} }
 
 // snapshotJob is a snapshot to publish before streaming: an exported one
 // (name), or, when name is empty, the tables as they are now. A

@@ -91,11 +91,11 @@ func (e *Event) Field(m ColumnMap, name string) (value []byte, null, ok bool) {
 // ColumnMap names the outbox table's columns. The zero value of a field
 // means Debezium's default column name.
 type ColumnMap struct {
-	ID            string `yaml:"id" doc:"Column holding the event id (header id)." default:"id"`
-	AggregateType string `yaml:"aggregatetype" doc:"Column naming the aggregate type (the topic)." default:"aggregatetype"`
-	AggregateID   string `yaml:"aggregateid" doc:"Column holding the aggregate id (the record key)." default:"aggregateid"`
-	Type          string `yaml:"type" doc:"Column holding the event type." default:"type"`
-	Payload       string `yaml:"payload" doc:"Column holding the payload (the record value)." default:"payload"`
+	ID            string `yaml:"id" doc:"Column holding the event id (header id)."`
+	AggregateType string `yaml:"aggregatetype" doc:"Column naming the aggregate type (the topic)."`
+	AggregateID   string `yaml:"aggregateid" doc:"Column holding the aggregate id (the record key)."`
+	Type          string `yaml:"type" doc:"Column holding the event type."`
+	Payload       string `yaml:"payload" doc:"Column holding the payload (the record value)."`
 }
 
 // WithDefaults returns m with empty names set to Debezium's defaults.

@@ -25,7 +25,7 @@ import (
 
 // checkpointed is a CDC source that keeps its checkpoints in the env's
 // Kafka, as the app does, and logs to logs as well as to the test.
-func (e *env) checkpointed(t *testing.T, onSlotLoss string, logs *syncBuffer) *cdc.Source {
+func (e *env) checkpointed(t *testing.T, onSlotLoss cdc.OnSlotLoss, logs *syncBuffer) *cdc.Source {
 	t.Helper()
 	brokers := e.brokers
 	open := func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
@@ -133,8 +133,8 @@ func onlyRows(t *testing.T, c *collector, rows map[string]row, gap map[string]ro
 // position and commit time, and what to do, and creates no slot; with
 // recreate it reports the gap at ERROR and goes on from a new slot.
 func TestCDCCheckpointSlotDroppedWhileStopped(t *testing.T) {
-	for _, mode := range []string{cdc.SlotLossFail, cdc.SlotLossRecreate} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []cdc.OnSlotLoss{cdc.SlotLossFail, cdc.SlotLossRecreate} {
+		t.Run(string(mode), func(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, cdcKind)
 			c := newCollector(t, e.brokers, "outbox.event.order")

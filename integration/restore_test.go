@@ -45,7 +45,7 @@ func TestCDCRestoredFromBackupStops(t *testing.T) {
 	open := func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
 		return sink.NewCheckpointStore(ctx, sink.Config{Brokers: brokers}, "", key)
 	}
-	newSrc := func(onLoss string) *cdc.Source {
+	newSrc := func(onLoss cdc.OnSlotLoss) *cdc.Source {
 		src, err := cdc.New(cdc.Config{URL: url, Table: "public.outbox", Slot: slot, Publication: slot,
 			StatusInterval: 100 * time.Millisecond, OnSlotLoss: onLoss},
 			cdc.WithLogger(testLogger(t)), cdc.WithCheckpoints(open, "test"))
@@ -243,7 +243,7 @@ func TestCDCLateRestoreStops(t *testing.T) {
 
 	// The recovery the ERROR gives: one start with cdc.on_slot_loss
 	// recreate, from the slot as the copy left it.
-	env["cdc.on_slot_loss"] = cdc.SlotLossRecreate
+	env["cdc.on_slot_loss"] = string(cdc.SlotLossRecreate)
 	a = startApp(t, env)
 	workload{table: "outbox", writers: 2, aggregates: 10, events: 200, seqBase: 900000}.write(ctx, t, pool)
 	c.waitFor(t, readRows(ctx, t, pool, "outbox"), 2*time.Minute)

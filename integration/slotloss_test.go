@@ -61,8 +61,8 @@ func dropSlot(ctx context.Context, t *testing.T, pool *pgxpool.Pool, slot string
 // probably happened and what to do. With cdc.on_slot_loss recreate it goes
 // on from a new slot, logs the gap at ERROR and counts it.
 func TestCDCSlotDroppedWhileRunning(t *testing.T) {
-	for _, mode := range []string{cdc.SlotLossFail, cdc.SlotLossRecreate} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []cdc.OnSlotLoss{cdc.SlotLossFail, cdc.SlotLossRecreate} {
+		t.Run(string(mode), func(t *testing.T) {
 			e := newEnv(t, cdcKind)
 			ctx := context.Background()
 			var logs syncBuffer

@@ -22,20 +22,20 @@ type Network struct {
 	// Keepalive is the idle time before the first TCP keepalive probe and
 	// the time between probes; after three unanswered probes the kernel
 	// ends the connection. Default 10s.
-	Keepalive time.Duration
+	Keepalive time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection."`
 	// TCPUserTimeout is how long data sent may stay unacknowledged (or
 	// keepalive probes unanswered) before the kernel ends the connection
 	// (TCP_USER_TIMEOUT, Linux only). Default 30s.
-	TCPUserTimeout time.Duration
+	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data may stay unacknowledged before the kernel ends the connection."`
 	// ConnectTimeout bounds opening a connection, authentication included,
 	// unless the connection string sets connect_timeout. Default 10s.
-	ConnectTimeout time.Duration
+	ConnectTimeout time.Duration `yaml:"connect_timeout" doc:"Bound on opening a PostgreSQL connection, authentication included, unless postgres.url sets connect_timeout."`
 	// QueryTimeout bounds round trips that are not the replication
 	// stream: the poller's claims, marks and retention, the CDC source's
 	// setup and slot queries, the Debezium router's read of the outbox
 	// table's column types. (The metrics probe and the heartbeat have
 	// bounds of their own.) Default 30s.
-	QueryTimeout time.Duration
+	QueryTimeout time.Duration `yaml:"query_timeout" doc:"Bound on PostgreSQL round trips other than the replication stream (the poller's claims, marks and retention, the CDC setup and slot queries, the Debezium router's column types); a connection that does not answer in time is closed and replaced. The poller's claiming session also gets idle_in_transaction_session_timeout of four times it."`
 }
 
 // SetDefaults fills in the zero fields.

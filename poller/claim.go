@@ -332,7 +332,7 @@ func (c *claimer) markBeforeCommit(ctx context.Context, tids []string) error {
 	return nil
 }
 
-func markVerb(mode string) string {
+func markVerb(mode Mode) string {
 	if mode == ModeDelete {
 		return "delete"
 	}

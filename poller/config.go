@@ -15,34 +15,40 @@ import (
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 
-// Modes say what becomes of a row once Kafka has it.
+// Mode says what becomes of a row once Kafka has it.
+type Mode string
+
+// What Mode may be.
 const (
 	// ModeMark sets the published column to now() and keeps the row until
 	// the retention job deletes it.
-	ModeMark = "mark"
+	ModeMark Mode = "mark"
 	// ModeDelete deletes the row.
-	ModeDelete = "delete"
+	ModeDelete Mode = "delete"
 )
+
+// Values lists every Mode.
+func (Mode) Values() []string { return []string{string(ModeMark), string(ModeDelete)} }
 
 // Config is what a user sets for the polling source.
 type Config struct {
 	// URL is the PostgreSQL connection string. Required. The role needs
 	// SELECT, UPDATE (mark) or DELETE on the outbox table, INSERT on the
 	// dead-letter table, and nothing else: no REPLICATION.
-	URL string
+	URL string `yaml:"-"`
 	// Table is the outbox table, schema.table. Default "public.outbox".
-	Table string
+	Table string `yaml:"-"`
 	// Columns names the outbox columns. Default Debezium's names.
-	Columns connector.ColumnMap
+	Columns connector.ColumnMap `yaml:"-"`
 
 	// Interval is how long an idle poller waits before looking again when
 	// no notification wakes it. Default 500ms.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval" doc:"How long an idle poller waits before looking again when no notification wakes it."`
 	// MaxInterval caps the wait, which doubles from Interval while the
 	// table stays empty. Default 5s.
-	MaxInterval time.Duration
+	MaxInterval time.Duration `yaml:"max_interval" doc:"Cap of the wait, which doubles while the table stays empty."`
 	// BatchSize is the most rows one claim takes. Default 1000.
-	BatchSize int
+	BatchSize int `yaml:"batch_size" doc:"Most rows one claim takes (and holds locked until Kafka has them)."`
 	// MaxBatchBytes is the most bytes of column values one claim takes:
 	// it stops adding rows once the next would pass it, but always takes
 	// one, so a row larger than this still moves, alone. A claim's rows
@@ -51,45 +57,45 @@ type Config struct {
 	// with the default Claims (2) that fills kafka.max_buffered_bytes
 	// (32 MiB) while one claim waits for Kafka, which is all the sink can
 	// take; more would only wait in memory.
-	MaxBatchBytes int
+	MaxBatchBytes int `yaml:"max_batch_bytes" doc:"Most bytes of column values one claim holds (always at least one row); claims times this bounds the rows in memory (docs/operations.md#memory-sizing)."`
 	// Claims is how many claims one instance keeps going at once, each on
 	// a connection of its own: the next one reads while another waits for
 	// Kafka. They take different buckets, as instances do, so order holds
 	// whatever each instance sets; claims share the waiting buckets
 	// evenly only when every instance sets the same. Default 2.
-	Claims int
+	Claims int `yaml:"claims" doc:"Claims one instance keeps going at once, each on a connection of its own, so that the next reads while another waits for Kafka; they take different buckets, as instances do."`
 	// Mode is ModeMark or ModeDelete. Default ModeMark.
-	Mode string
+	Mode Mode `yaml:"mode" doc:"mark (set the published column, delete after poll.retention) or delete (delete once published)."`
 	// OrderColumn orders an aggregate's events: it must grow in the order
 	// the application inserts them (an identity column does). Default
 	// "seq".
-	OrderColumn string
+	OrderColumn string `yaml:"order_column" doc:"Column that grows in the order events are inserted (an identity column); orders each aggregate's events."`
 	// PublishedColumn is NULL until the row is published, then the time it
 	// was (ModeMark only). Default "published_at".
-	PublishedColumn string
+	PublishedColumn string `yaml:"published_column" doc:"Column that is NULL until the row is published, then the time (mode mark)."`
 	// AttemptsColumn counts the failed attempts to publish a row that can
 	// never be published. Default "publish_attempts".
-	AttemptsColumn string
+	AttemptsColumn string `yaml:"attempts_column" doc:"Column counting failed attempts to publish a row Kafka can never take."`
 	// Retention is how long published rows are kept before the retention
 	// job deletes them (ModeMark only). Default 24h.
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention" doc:"How long published rows are kept before they are deleted in small batches (mode mark)."`
 	// MaxAttempts is how many times a row that can never be published is
 	// tried before it moves to DeadLetterTable. Default 3.
-	MaxAttempts int
+	MaxAttempts int `yaml:"max_attempts" doc:"Attempts at a row Kafka can never take before it moves to the dead-letter table."`
 	// DeadLetterTable receives rows that failed MaxAttempts times, schema.table
 	// or a table in the outbox table's schema. Default "<table>_dead_letter".
-	DeadLetterTable string
+	DeadLetterTable string `yaml:"dead_letter_table" doc:"Table for rows that failed poll.max_attempts times, with the reason; schema.table or a table in the outbox's schema." default:"the outbox table's name + _dead_letter (outbox_dead_letter)"`
 	// NotifyChannel is the channel the table's trigger notifies on insert.
 	// Default "outboxrelay".
-	NotifyChannel string
+	NotifyChannel string `yaml:"notify_channel" doc:"Channel the outbox table's trigger notifies; the poller LISTENs on it to wake at once."`
 	// Buckets is how many parts the aggregates are hashed into; instances
 	// share the table bucket by bucket. A power of two up to 1024, the same
 	// on every instance. Default 64.
-	Buckets int
+	Buckets int `yaml:"buckets" doc:"Parts the aggregates are hashed into, which instances share; a power of two up to 1024, the same on every instance."`
 	// Network bounds every connection's silence and round trips: a claim
 	// or mark that gets no answer within its query timeout fails, the
 	// connection is closed, and the source restarts on a fresh one.
-	Network pgsql.Network
+	Network pgsql.Network `yaml:"-"`
 }
 
 // SetDefaults fills in every zero field.
@@ -116,7 +122,9 @@ func (c *Config) SetDefaults() {
 	if c.Claims == 0 {
 		c.Claims = 2
 	}
-	def(&c.Mode, ModeMark)
+	if c.Mode == "" {
+		c.Mode = ModeMark
+	}
 	def(&c.OrderColumn, "seq")
 	def(&c.PublishedColumn, "published_at")
 	def(&c.AttemptsColumn, "publish_attempts")

@@ -12,22 +12,22 @@ import (
 // Config is what a user sets for the Kafka producer.
 type Config struct {
 	// Brokers are the seed brokers, host:port. Required.
-	Brokers []string `yaml:"brokers"`
+	Brokers []string `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
 	// ClientID is the Kafka client id. Default "outboxrelay".
-	ClientID string `yaml:"client_id"`
+	ClientID string `yaml:"client_id" doc:"Kafka client id."`
 	// Compression is none, gzip, snappy, lz4 or zstd. Default none, as the
 	// Java producer.
-	Compression string `yaml:"compression"`
+	Compression Compression `yaml:"compression" doc:"Codec of the record batches produced."`
 	// MaxBufferedRecords bounds the records published and not yet
 	// acknowledged; a full buffer makes Publish wait. Default 4096: the
 	// relay's heap is mostly these records and the produce request that
 	// carries them, and the GC lets the heap grow to twice what is live.
 	// Draining 1M 500-byte events, 10000 peaked at 68-69 MiB RSS and
 	// 185-198k events/s, 4096 at 54 MiB and 165k events/s (outboxbench).
-	MaxBufferedRecords int `yaml:"max_buffered_records"`
+	MaxBufferedRecords int `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full."`
 	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
 	// Default 32 MiB.
-	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
+	MaxBufferedBytes int `yaml:"max_buffered_bytes" doc:"Most bytes in flight."`
 	// Linger is how long a partition's batch waits for more records before
 	// it is sent. Default 0: at once. Records that arrive while a request is
 	// in flight (one at a time per broker, for the idempotent producer)
@@ -36,22 +36,22 @@ type Config struct {
 	// put 10ms into every event's latency at 1k-5k events/s
 	// (p50 10.7/6.8 ms against 0.7/0.5 ms), for about a third less relay
 	// CPU per event at those rates (outboxbench).
-	Linger time.Duration `yaml:"linger"`
+	Linger time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.
-	MaxRecordBytes int `yaml:"max_record_bytes"`
+	MaxRecordBytes int `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
 	// TLS and SASL secure the connections to the brokers (security.go).
 	// Default: plaintext, no authentication.
-	TLS  TLS
-	SASL SASL
+	TLS  TLS  `yaml:"-"`
+	SASL SASL `yaml:"-"`
 	// AllowPlaintextSASL lets SASL PLAIN send its password without TLS.
 	// Default false: that combination is refused.
-	AllowPlaintextSASL bool
+	AllowPlaintextSASL bool `yaml:"-"`
 	// TransactionalID, when set, makes the sink publish in Kafka
 	// transactions under this id (kafka.delivery exactly_once, txn.go).
 	// Every instance of one relay uses the same id, so the one that takes
 	// over fences the others. Default empty: no transactions.
-	TransactionalID string `yaml:"transactional_id"`
+	TransactionalID string `yaml:"-"`
 	// TransactionTimeout is how long the broker lets a transaction stay
 	// open before it aborts it: longer than any commit interval, short
 	// enough that a relay frozen mid-transaction (SIGSTOP, a long GC
@@ -66,7 +66,7 @@ func (c *Config) SetDefaults() {
 		c.ClientID = "outboxrelay"
 	}
 	if c.Compression == "" {
-		c.Compression = "none"
+		c.Compression = CompressionNone
 	}
 	if c.MaxBufferedRecords == 0 {
 		c.MaxBufferedRecords = 4096
@@ -116,8 +116,26 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func compression(name string) (kgo.CompressionCodec, error) {
-	switch strings.ToLower(name) {
+// Compression is the codec of the record batches the sink produces,
+// written in any case.
+type Compression string
+
+// What Compression may be.
+const (
+	CompressionNone   Compression = "none"
+	CompressionGzip   Compression = "gzip"
+	CompressionSnappy Compression = "snappy"
+	CompressionLz4    Compression = "lz4"
+	CompressionZstd   Compression = "zstd"
+)
+
+// Values lists every Compression.
+func (Compression) Values() []string {
+	return []string{string(CompressionNone), string(CompressionGzip), string(CompressionSnappy), string(CompressionLz4), string(CompressionZstd)}
+}
+
+func compression(name Compression) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(string(name)) {
 	case "", "none":
 		return kgo.NoCompression(), nil
 	case "gzip":

@@ -150,7 +150,7 @@ func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool
 		role = pc.User
 	}
 	o := initsql.Options{
-		Source: cfg.Source, Schema: schema, Table: table, Columns: cfg.ColumnsOf(name),
+		Source: string(cfg.Source), Schema: schema, Table: table, Columns: cfg.ColumnsOf(name),
 		Database: pc.Database, Role: role,
 	}
 	switch cfg.Source {

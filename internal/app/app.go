@@ -240,11 +240,11 @@ func checkpointStore(cfg *config.Config, log *slog.Logger, snk *sink.Sink) cdc.O
 }
 
 // NewLogger builds the logger that log.level and log.format describe.
-func NewLogger(w io.Writer, level, format string) *slog.Logger {
+func NewLogger(w io.Writer, level config.LogLevel, format config.LogFormat) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level)) // validated with the config
 	opts := &slog.HandlerOptions{Level: lv}
-	if format == "text" {
+	if format == config.FormatText {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))

@@ -3,13 +3,15 @@ package app
 import (
 	"context"
 	"log/slog"
+
+	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
 // kafkaLogger is the logger for the Kafka client, whose info messages (every
 // connection, every metadata refresh) would drown the relay's own: it logs
 // at warn and above unless log.level is debug.
-func kafkaLogger(log *slog.Logger, level string) *slog.Logger {
-	if level != "debug" {
+func kafkaLogger(log *slog.Logger, level config.LogLevel) *slog.Logger {
+	if level != config.LevelDebug {
 		log = slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
 	}
 	return log.With("component", "kafka")

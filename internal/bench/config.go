@@ -106,7 +106,7 @@ func (c *Config) SetDefaults() {
 		c.Seed = 1
 	}
 	if c.PollMode == "" {
-		c.PollMode = poller.ModeMark
+		c.PollMode = string(poller.ModeMark)
 	}
 }
 
@@ -138,7 +138,7 @@ func (c *Config) Validate() error {
 	if c.PGDelay < 0 || c.ProduceDelay < 0 {
 		errs = append(errs, errors.New("pg-delay, produce-delay: a delay cannot be negative"))
 	}
-	if c.PollMode != poller.ModeMark && c.PollMode != poller.ModeDelete {
+	if m := poller.Mode(c.PollMode); m != poller.ModeMark && m != poller.ModeDelete {
 		errs = append(errs, fmt.Errorf("poll-mode: %q is not %s or %s", c.PollMode, poller.ModeMark, poller.ModeDelete))
 	}
 	if c.RateDuration <= 0 {

@@ -49,7 +49,7 @@ func (r *run) createPollTable(ctx context.Context, table string) error {
 	if err := r.db.createOutbox(ctx, table); err != nil {
 		return err
 	}
-	ddl := poller.DDL(poller.Config{Table: "public." + table, NotifyChannel: table, Mode: r.cfg.PollMode})
+	ddl := poller.DDL(poller.Config{Table: "public." + table, NotifyChannel: table, Mode: poller.Mode(r.cfg.PollMode)})
 	if _, err := r.db.conn.PgConn().Exec(ctx, ddl).ReadAll(); err != nil {
 		return fmt.Errorf("ready %s for the poller: %w", table, err)
 	}

@@ -22,11 +22,14 @@ import (
 type Config struct {
 	Postgres Postgres `yaml:"postgres"`
 	Outbox   Outbox   `yaml:"outbox"`
-	Source   string   `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll." default:"cdc"`
-	CDC      CDC      `yaml:"cdc"`
-	Poll     Poll     `yaml:"poll"`
-	Kafka    Kafka    `yaml:"kafka"`
-	Routing  Routing  `yaml:"routing"`
+	Source   Source   `yaml:"source" doc:"Where events come from: cdc (logical replication) or poll."`
+	// The sources' sections are their own configs, which name, document,
+	// default and validate every key; the postgres and outbox keys they
+	// share are filled in from those sections (CDCConfig, PollConfigs).
+	CDC     cdc.Config    `yaml:"cdc"`
+	Poll    poller.Config `yaml:"poll"`
+	Kafka   Kafka         `yaml:"kafka"`
+	Routing Routing       `yaml:"routing"`
 	// SchemaRegistry serves format avro (registry.go).
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	Log            Log            `yaml:"log"`
@@ -41,27 +44,18 @@ type Postgres struct {
 	// URLFile and PasswordFile read secrets from files (security.go).
 	URLFile      string `yaml:"url_file" doc:"Read postgres.url from this file instead (a mounted secret); a trailing newline is dropped." default:"(none)"`
 	PasswordFile string `yaml:"password_file" doc:"Read the password from this file and add it to postgres.url, which must then have none." default:"(none)"`
-	// The bounds on a silent or unanswering connection (docs/connections.md).
-	Keepalive      time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection." default:"10s"`
-	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data may stay unacknowledged before the kernel ends the connection." default:"30s"`
-	ConnectTimeout time.Duration `yaml:"connect_timeout" doc:"Bound on opening a PostgreSQL connection, authentication included, unless postgres.url sets connect_timeout." default:"10s"`
-	QueryTimeout   time.Duration `yaml:"query_timeout" doc:"Bound on PostgreSQL round trips other than the replication stream (the poller's claims, marks and retention, the CDC setup and slot queries, the Debezium router's column types); a connection that does not answer in time is closed and replaced. The poller's claiming session also gets idle_in_transaction_session_timeout of four times it." default:"30s"`
+	// Net is the bounds on a silent or unanswering connection
+	// (docs/connections.md), keys of this section.
+	Net pgsql.Network `yaml:",inline"`
 }
 
 // Network is the bounds on silent connections every PostgreSQL user of
 // the relay applies.
-func (p Postgres) Network() pgsql.Network {
-	return pgsql.Network{
-		Keepalive:      p.Keepalive,
-		TCPUserTimeout: p.TCPUserTimeout,
-		ConnectTimeout: p.ConnectTimeout,
-		QueryTimeout:   p.QueryTimeout,
-	}
-}
+func (p Postgres) Network() pgsql.Network { return p.Net }
 
 // Outbox is the outbox table.
 type Outbox struct {
-	Table   string              `yaml:"table" doc:"The outbox table, schema.table." default:"public.outbox"`
+	Table   string              `yaml:"table" doc:"The outbox table, schema.table."`
 	Tables  []OutboxTable       `yaml:"tables" doc:"Several outbox tables, instead of outbox.table: each schema.table, or {name, columns, routing} with the columns and routing (topic_prefix, topic, type_header) in which it differs (in the environment: the names, comma-separated). Source cdc reads them from one slot and one publication; source poll polls each, with its own dead-letter table." default:"(none)"`
 	Columns connector.ColumnMap `yaml:"columns"`
 }
@@ -86,36 +80,15 @@ func (o Outbox) TableNames() []string {
 	return names
 }
 
-// CDC is the logical replication source.
-type CDC struct {
-	Slot               string        `yaml:"slot" doc:"Logical replication slot (pgoutput); created when missing." default:"outboxrelay"`
-	Publication        string        `yaml:"publication" doc:"Publication; created when missing as FOR TABLE <table> WITH (publish = 'insert')." default:"outboxrelay"`
-	CreatePublication  *bool         `yaml:"create_publication" doc:"Create the publication when it is missing." default:"true"`
-	StatusInterval     time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout." default:"10s"`
-	CheckpointInterval time.Duration `yaml:"checkpoint_interval" doc:"How often, while the position moves, the relay saves a checkpoint of what Kafka has acknowledged (kafka.checkpoint_topic) and then confirms it to the slot: a crash repeats only about this much." default:"200ms"`
-	MaxBatchEvents     int           `yaml:"max_batch_events" doc:"Most events handed on at once; a larger transaction goes in several batches." default:"1000"`
-	MaxBatchBytes      int           `yaml:"max_batch_bytes" doc:"Most payload bytes handed on at once." default:"1048576"`
-	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
-	ReceiveTimeout     time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
-	OnSlotLoss         string        `yaml:"on_slot_loss" doc:"What to do when the slot cannot carry on from the checkpoint (gone, invalidated, ahead of the checkpoint, or the checkpoint is another cluster's), so events committed since may be missing: fail stops relaying with an error saying what happened and what to do, fails /readyz and sets outboxrelay_replication_slot_lost; recreate logs the gap at ERROR, counts it in outboxrelay_replication_slot_losses_total, goes on from the slot as it is (creating one when it is gone) and checkpoints there." default:"fail"`
-	Snapshot           string        `yaml:"snapshot" doc:"The rows already in the table when the relay creates its slot: never leaves them (a slot captures only what commits after it exists; the relay logs how many it left); initial creates the slot with an exported snapshot and publishes the rows visible in it before streaming, none missed and none twice (Debezium's snapshot.mode initial)." default:"never"`
-	TakeoverAfter      time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
-	FailoverSlot       *bool         `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby); ignored before 17." default:"true (PostgreSQL 17+)"`
-}
-
 // Kafka is the producer.
 type Kafka struct {
-	Brokers             []string      `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
-	ClientID            string        `yaml:"client_id" doc:"Kafka client id." default:"outboxrelay"`
-	Compression         string        `yaml:"compression" doc:"none, gzip, snappy, lz4 or zstd." default:"none"`
-	MaxBufferedRecords  int           `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full." default:"4096"`
-	MaxBufferedBytes    int           `yaml:"max_buffered_bytes" doc:"Most bytes in flight." default:"33554432"`
-	Linger              time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
-	MaxRecordBytes      int           `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
-	CheckpointTopic     string        `yaml:"checkpoint_topic" doc:"Compacted topic where the CDC relay records what Kafka has acknowledged (one small record per relay, keyed by cluster, database and slot), and reads it back on start to tell a slot that is merely behind from one that was lost; created with cleanup.policy=compact when missing (docs/checkpoint.md)." default:"outboxrelay.checkpoints"`
-	Delivery            string        `yaml:"delivery" doc:"at_least_once, or exactly_once: the relay publishes in Kafka transactions, each committing its events with the checkpoint that covers them (the poller: with the claim's rows marked just before), so read_committed consumers see every event once, in order, across crashes and takeovers (docs/exactly-once.md)." default:"at_least_once"`
+	// Config is the producer's own keys, which the sink names, documents,
+	// defaults and validates.
+	sink.Config         `yaml:",inline"`
+	CheckpointTopic     string        `yaml:"checkpoint_topic" doc:"Compacted topic where the CDC relay records what Kafka has acknowledged (one small record per relay, keyed by cluster, database and slot), and reads it back on start to tell a slot that is merely behind from one that was lost; created with cleanup.policy=compact when missing (docs/checkpoint.md)."`
+	Delivery            Delivery      `yaml:"delivery" doc:"at_least_once, or exactly_once: the relay publishes in Kafka transactions, each committing its events with the checkpoint that covers them (the poller: with the claim's rows marked just before), so read_committed consumers see every event once, in order, across crashes and takeovers (docs/exactly-once.md)."`
 	TransactionalID     string        `yaml:"transactional_id" doc:"With exactly_once, the transactional.id: the same on every instance of one CDC relay, so the one that takes over fences the others. With the poller, the prefix of each instance's own id, <prefix>-<instance number>; its default is then outboxrelay-poll-<database>." default:"outboxrelay-<database>-<cdc.slot>"`
-	TransactionInterval time.Duration `yaml:"transaction_interval" doc:"With exactly_once, how long a transaction stays open before it commits at the next transaction boundary: what read_committed consumers wait at most, besides Kafka's own latency." default:"100ms"`
+	TransactionInterval time.Duration `yaml:"transaction_interval" doc:"With exactly_once, how long a transaction stays open before it commits at the next transaction boundary: what read_committed consumers wait at most, besides Kafka's own latency."`
 	DeadLetterTopic     string        `yaml:"dead_letter_topic" doc:"Topic for events that can never be published (bad topic name, too large, NULL id); empty stops the relay on such an event with an error naming it." default:"(none)"`
 	// TLS, SASL and AllowPlaintextSASL secure the connection (security.go).
 	TLS                KafkaTLS  `yaml:"tls"`
@@ -125,7 +98,7 @@ type Kafka struct {
 
 // Routing is how an event becomes a record.
 type Routing struct {
-	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router." default:"outbox.event."`
+	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router."`
 	Topic       string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
 	TypeHeader  string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
 	// TopicPattern bounds the topics that data can name (issue 24).
@@ -136,13 +109,13 @@ type Routing struct {
 
 // Log is the logger.
 type Log struct {
-	Level  string `yaml:"level" doc:"debug, info, warn or error." default:"info"`
-	Format string `yaml:"format" doc:"json or text." default:"json"`
+	Level  LogLevel  `yaml:"level" doc:"Least level logged."`
+	Format LogFormat `yaml:"format" doc:"Log line format."`
 }
 
 // Shutdown is the graceful stop.
 type Shutdown struct {
-	Timeout time.Duration `yaml:"timeout" doc:"How long a stop waits for in-flight events to be acknowledged." default:"30s"`
+	Timeout time.Duration `yaml:"timeout" doc:"How long a stop waits for in-flight events to be acknowledged."`
 }
 
 // EnvPrefix starts every environment variable that sets a key.
@@ -205,9 +178,12 @@ func Parse(data []byte, c *Config) error {
 	return nil
 }
 
+// setDefaults fills in every default, each from the SetDefaults of the
+// component that owns the key, so that the relay, the dump and the
+// reference (Reference) all read the same values.
 func (c *Config) setDefaults() {
 	if c.Source == "" {
-		c.Source = "cdc"
+		c.Source = SourceCDC
 	}
 	if len(c.Outbox.Tables) == 1 && c.Outbox.Table == "" && !c.Outbox.Tables[0].overrides() {
 		// One table in the list is outbox.table.
@@ -216,14 +192,36 @@ func (c *Config) setDefaults() {
 	if c.Outbox.Table == "" && len(c.Outbox.Tables) == 0 {
 		c.Outbox.Table = "public.outbox"
 	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
+	c.Outbox.Columns = c.Outbox.Columns.WithDefaults()
+	c.Postgres.Net.SetDefaults()
+	c.CDC.SetDefaults()
+	// The poll section's dead-letter table is named after the outbox
+	// table; with several, each has its own and the section's stays as
+	// written (validatePoll refuses one).
+	dlt := c.Poll.DeadLetterTable
+	c.Poll.Table = c.Outbox.Table
+	c.Poll.SetDefaults()
+	if len(c.Outbox.Tables) > 0 {
+		c.Poll.DeadLetterTable = dlt
+	}
+	c.Kafka.Config.SetDefaults()
+	if c.Kafka.CheckpointTopic == "" {
+		c.Kafka.CheckpointTopic = sink.DefaultCheckpointTopic
 	}
 	if c.Kafka.Delivery == "" {
 		c.Kafka.Delivery = AtLeastOnce
 	}
+	// The runner's keys sit in three sections (routing, kafka, shutdown);
+	// its defaults are its own.
+	rc := c.RunnerConfig()
+	rc.SetDefaults()
+	c.Routing.TopicPrefix = rc.Routing.TopicPrefix
+	c.Kafka.TransactionInterval, c.Shutdown.Timeout = rc.TransactionInterval, rc.ShutdownTimeout
+	if c.Log.Level == "" {
+		c.Log.Level = LevelInfo
+	}
 	if c.Log.Format == "" {
-		c.Log.Format = "json"
+		c.Log.Format = FormatJSON
 	}
 	c.HTTP.setDefaults()
 }
@@ -297,47 +295,25 @@ func (c *Config) Validate() error {
 	return joinDistinct(errs...)
 }
 
-// CDCConfig is the CDC source's part of c.
+// CDCConfig is the CDC source's part of c: its section, with the
+// postgres and outbox keys it shares.
 func (c *Config) CDCConfig() cdc.Config {
-	return cdc.Config{
-		URL:                c.Postgres.URL,
-		Table:              c.Outbox.Table,
-		Tables:             c.Outbox.tableNames(),
-		TableColumns:       c.TableColumns(),
-		Columns:            c.Outbox.Columns,
-		Slot:               c.CDC.Slot,
-		Publication:        c.CDC.Publication,
-		CreatePublication:  c.CDC.CreatePublication,
-		StatusInterval:     c.CDC.StatusInterval,
-		CheckpointInterval: c.CDC.CheckpointInterval,
-		MaxBatchEvents:     c.CDC.MaxBatchEvents,
-		MaxBatchBytes:      c.CDC.MaxBatchBytes,
-		HeartbeatInterval:  c.CDC.HeartbeatInterval,
-		ReceiveTimeout:     c.CDC.ReceiveTimeout,
-		OnSlotLoss:         c.CDC.OnSlotLoss,
-		Snapshot:           c.CDC.Snapshot,
-		FailoverSlot:       c.CDC.FailoverSlot,
-		TakeoverAfter:      c.CDC.TakeoverAfter,
-		Network:            c.Postgres.Network(),
-	}
+	cc := c.CDC
+	cc.URL = c.Postgres.URL
+	cc.Table, cc.Tables = c.Outbox.Table, c.Outbox.tableNames()
+	cc.TableColumns, cc.Columns = c.TableColumns(), c.Outbox.Columns
+	cc.Network = c.Postgres.Net
+	return cc
 }
 
-// SinkConfig is the Kafka sink's part of c.
+// SinkConfig is the Kafka sink's part of c: the producer's keys, with the
+// connection's security and, with kafka.delivery exactly_once, the
+// transaction's id and timeout.
 func (c *Config) SinkConfig() sink.Config {
-	return sink.Config{
-		Brokers:            c.Kafka.Brokers,
-		ClientID:           c.Kafka.ClientID,
-		Compression:        c.Kafka.Compression,
-		MaxBufferedRecords: c.Kafka.MaxBufferedRecords,
-		MaxBufferedBytes:   c.Kafka.MaxBufferedBytes,
-		Linger:             c.Kafka.Linger,
-		MaxRecordBytes:     c.Kafka.MaxRecordBytes,
-		TLS:                c.Kafka.TLS.sink(),
-		SASL:               c.Kafka.SASL.sink(),
-		AllowPlaintextSASL: c.Kafka.AllowPlaintextSASL,
-		TransactionalID:    c.TransactionalID(),
-		TransactionTimeout: c.transactionTimeout(),
-	}
+	sc := c.Kafka.Config
+	sc.TLS, sc.SASL, sc.AllowPlaintextSASL = c.Kafka.TLS.sink(), c.Kafka.SASL.sink(), c.Kafka.AllowPlaintextSASL
+	sc.TransactionalID, sc.TransactionTimeout = c.TransactionalID(), c.transactionTimeout()
+	return sc
 }
 
 // transactionTimeout is the Kafka transaction timeout: the sink's default,
@@ -346,14 +322,8 @@ func (c *Config) transactionTimeout() time.Duration {
 	if c.Source != "poll" || c.Kafka.Delivery != ExactlyOnce {
 		return 0
 	}
-	return min(30*time.Second, poller.MaxTransactionTimeout(c.Postgres.Network()))
+	return min(30*time.Second, poller.MaxTransactionTimeout(c.Postgres.Net))
 }
-
-// What kafka.delivery may be.
-const (
-	AtLeastOnce = "at_least_once"
-	ExactlyOnce = "exactly_once"
-)
 
 // TransactionalID is the sink's transactional id with kafka.delivery
 // exactly_once, else empty: kafka.transactional_id, or one made of the
@@ -389,8 +359,8 @@ func (c *Config) validatePollExactlyOnce() []error {
 			errs = append(errs, fmt.Errorf("postgres.url sets idle_in_transaction_session_timeout=%s: with source poll and kafka.delivery exactly_once the poller sets it itself, to 4 x postgres.query_timeout, so that the broker aborts a frozen instance's Kafka transaction before PostgreSQL hands its rows to another; remove it from the URL", v))
 		}
 	}
-	if poller.MaxTransactionTimeout(c.Postgres.Network()) < time.Second {
-		errs = append(errs, fmt.Errorf("postgres.query_timeout %s: with source poll and kafka.delivery exactly_once it must be at least 500ms, so that a Kafka transaction may last at least 1s (half of 4 x postgres.query_timeout)", c.Postgres.QueryTimeout))
+	if poller.MaxTransactionTimeout(c.Postgres.Net) < time.Second {
+		errs = append(errs, fmt.Errorf("postgres.query_timeout %s: with source poll and kafka.delivery exactly_once it must be at least 500ms, so that a Kafka transaction may last at least 1s (half of 4 x postgres.query_timeout)", c.Postgres.Net.QueryTimeout))
 	}
 	return errs
 }

@@ -253,7 +253,7 @@ func TestOutboxTableOverrides(t *testing.T) {
 	if len(cols) != 1 || cols["billing.outbox"].AggregateID != "account_id" || cols["billing.outbox"].Payload != "body" {
 		t.Errorf("per-table columns %+v; want billing.outbox's aggregate id account_id over outbox.columns", cols)
 	}
-	if pcs := c.PollConfigs(); pcs[0].Columns.AggregateID != "" || pcs[1].Columns.AggregateID != "account_id" {
+	if pcs := c.PollConfigs(); pcs[0].Columns.AggregateID != "aggregateid" || pcs[1].Columns.AggregateID != "account_id" {
 		t.Errorf("poll configs' columns %+v, %+v", pcs[0].Columns, pcs[1].Columns)
 	}
 	rs := c.TableRoutings()

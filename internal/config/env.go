@@ -196,12 +196,64 @@ func setString(v reflect.Value, s string) error {
 
 // Reference is the configuration reference as a Markdown table: every key,
 // its environment variable, default and meaning.
+//
+// A key's default is what setDefaults, that is the SetDefaults of the
+// component that owns the key, gives a configuration that sets nothing, so
+// the table cannot drift from the code. A key with no such value (required,
+// off, or worked out at run time) says what its default is in a default
+// tag, as does one whose default depends on other keys; such a tag names
+// the value too (TestReferenceDefaults). A key whose type lists its values
+// (enum) has them listed.
 func Reference() string {
 	var b strings.Builder
 	b.WriteString("| key | environment | default | meaning |\n|---|---|---|---|\n")
 	var c Config
-	walk(reflect.ValueOf(&c).Elem(), "", func(key string, f reflect.StructField, _ reflect.Value) {
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", key, EnvName(key), f.Tag.Get("default"), f.Tag.Get("doc"))
+	c.setDefaults()
+	walk(reflect.ValueOf(&c).Elem(), "", func(key string, f reflect.StructField, v reflect.Value) {
+		def := f.Tag.Get("default")
+		if def == "" {
+			def, _ = defaultOf(v)
+		}
+		doc := f.Tag.Get("doc")
+		if e, ok := v.Interface().(enum); ok {
+			doc += " One of " + strings.Join(quoted(e.Values()), ", ") + "."
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", key, EnvName(key), def, doc)
 	})
 	return b.String()
+}
+
+// defaultOf is a defaulted key's value as the reference shows it; false
+// when the value is the zero value, which the key's default tag describes.
+func defaultOf(v reflect.Value) (string, bool) {
+	if v.IsZero() {
+		return "", false
+	}
+	if d, ok := v.Interface().(time.Duration); ok {
+		return shortDuration(d), true
+	}
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return fmt.Sprint(v.Interface()), true
+}
+
+// shortDuration is d as written in a config file: 24h, 5m, 1m30s, 200ms.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func quoted(values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = "`" + v + "`"
+	}
+	return out
 }

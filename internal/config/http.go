@@ -10,9 +10,9 @@ import (
 
 // HTTP is the endpoint serving /metrics, /healthz and /readyz.
 type HTTP struct {
-	Listen            string        `yaml:"listen" doc:"Address of the HTTP endpoint serving /metrics, /healthz and /readyz, host:port (:8080 is every interface)." default:":8080"`
-	ReadyStallTimeout time.Duration `yaml:"ready_stall_timeout" doc:"/readyz fails once an event has waited this long for Kafka's acknowledgement, or a batch this long to be published." default:"30s"`
-	LiveStallTimeout  time.Duration `yaml:"live_stall_timeout" doc:"/healthz fails once the relay has been stuck like that this long, or its source has not been connected (nor waiting for the slot as a standby) this long, so that Kubernetes restarts it." default:"5m"`
+	Listen            string        `yaml:"listen" doc:"Address of the HTTP endpoint serving /metrics, /healthz and /readyz, host:port (:8080 is every interface)."`
+	ReadyStallTimeout time.Duration `yaml:"ready_stall_timeout" doc:"/readyz fails once an event has waited this long for Kafka's acknowledgement, or a batch this long to be published."`
+	LiveStallTimeout  time.Duration `yaml:"live_stall_timeout" doc:"/healthz fails once the relay has been stuck like that this long, or its source has not been connected (nor waiting for the slot as a standby) this long, so that Kubernetes restarts it."`
 }
 
 func (h *HTTP) setDefaults() {

@@ -198,50 +198,19 @@ func (c *Config) Secrets() []string {
 // Dump is the effective configuration as YAML, after the file, the
 // environment and the defaults, with every secret shown as xxxxx.
 //
-// The defaults are the ones each component sets (SetDefaults on its part
-// of c), so the dump cannot drift from what the relay runs with. Left as
-// written: the Debezium routing keys and schema_registry, whose defaults
-// the debezium package keeps to itself, and keys whose default depends on
-// the server or on other keys at run time (cdc.failover_slot,
-// kafka.max_record_bytes) or means "off".
+// It marshals the struct the relay runs with, its defaults filled in by
+// each component's own SetDefaults (setDefaults), so it cannot drift from
+// what the relay does. Left as written: the Debezium routing keys and
+// schema_registry, whose defaults the debezium package keeps to itself,
+// and keys whose default depends on the server or on other keys at run
+// time (cdc.failover_slot, kafka.max_record_bytes) or means "off".
 func (c *Config) Dump() ([]byte, error) {
 	d := *c
+	d.setDefaults()
 	d.Postgres.URL = secret.Redact(c.Postgres.URL)
 	d.SchemaRegistry.URL = redactRegistryURLs(c.SchemaRegistry.URL)
-	d.Outbox.Columns = c.Outbox.Columns.WithDefaults()
-	nw := c.Postgres.Network()
-	nw.SetDefaults()
-	d.Postgres.Keepalive, d.Postgres.TCPUserTimeout = nw.Keepalive, nw.TCPUserTimeout
-	d.Postgres.ConnectTimeout, d.Postgres.QueryTimeout = nw.ConnectTimeout, nw.QueryTimeout
-	cc := c.CDCConfig()
-	cc.SetDefaults()
-	d.CDC.Slot, d.CDC.Publication, d.CDC.CreatePublication = cc.Slot, cc.Publication, cc.CreatePublication
-	d.CDC.StatusInterval, d.CDC.CheckpointInterval, d.CDC.ReceiveTimeout = cc.StatusInterval, cc.CheckpointInterval, cc.ReceiveTimeout
-	d.CDC.MaxBatchEvents, d.CDC.MaxBatchBytes = cc.MaxBatchEvents, cc.MaxBatchBytes
-	d.CDC.OnSlotLoss, d.CDC.Snapshot = cc.OnSlotLoss, cc.Snapshot
-	// The poll keys are shown for either source, as the cdc keys are.
-	pc := c.PollConfig()
-	pc.SetDefaults()
-	d.Poll.Interval, d.Poll.MaxInterval, d.Poll.BatchSize, d.Poll.Claims = pc.Interval, pc.MaxInterval, pc.BatchSize, pc.Claims
-	d.Poll.MaxBatchBytes = pc.MaxBatchBytes
-	d.Poll.Mode, d.Poll.OrderColumn, d.Poll.PublishedColumn, d.Poll.AttemptsColumn = pc.Mode, pc.OrderColumn, pc.PublishedColumn, pc.AttemptsColumn
-	d.Poll.Retention, d.Poll.MaxAttempts, d.Poll.NotifyChannel, d.Poll.Buckets = pc.Retention, pc.MaxAttempts, pc.NotifyChannel, pc.Buckets
-	if len(c.Outbox.Tables) == 0 {
-		// With several tables each has its own, <table>_dead_letter.
-		d.Poll.DeadLetterTable = pc.DeadLetterTable
-	}
-	sc := c.SinkConfig()
-	sc.SetDefaults()
-	d.Kafka.ClientID, d.Kafka.Compression = sc.ClientID, sc.Compression
-	d.Kafka.MaxBufferedRecords, d.Kafka.MaxBufferedBytes = sc.MaxBufferedRecords, sc.MaxBufferedBytes
-	d.Kafka.TransactionalID = c.TransactionalID() // empty unless exactly_once
-	if d.Kafka.CheckpointTopic == "" {
-		d.Kafka.CheckpointTopic = sink.DefaultCheckpointTopic
-	}
-	rc := c.RunnerConfig()
-	rc.SetDefaults()
-	d.Routing.TopicPrefix = rc.Routing.TopicPrefix
-	d.Kafka.TransactionInterval, d.Shutdown.Timeout = rc.TransactionInterval, rc.ShutdownTimeout
+	// Worked out from the database and the slot, not a default.
+	d.Kafka.TransactionalID = d.TransactionalID() // empty unless exactly_once
 	b, err := yaml.Marshal(&d)
 	if err != nil {
 		return nil, err
