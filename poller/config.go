@@ -79,6 +79,10 @@ type Config struct {
 	// Retention is how long published rows are kept before the retention
 	// job deletes them (ModeMark only). Default 24h.
 	Retention time.Duration `yaml:"retention" doc:"How long published rows are kept before they are deleted in small batches (mode mark)."`
+	// RetentionBatchSize is how many rows one retention DELETE removes:
+	// each is a transaction of its own, so a smaller one holds fewer row
+	// locks and less WAL at a time, on a busy table. Default 1000.
+	RetentionBatchSize int `yaml:"retention_batch_size" doc:"Most rows one retention DELETE removes (mode mark); each batch is a short transaction of its own, so a smaller one holds fewer locks at a time on a busy table."`
 	// MaxAttempts is how many times a row that can never be published is
 	// tried before it moves to DeadLetterTable. Default 3.
 	MaxAttempts int `yaml:"max_attempts" doc:"Attempts at a row Kafka can never take before it moves to the dead-letter table."`
@@ -130,6 +134,9 @@ func (c *Config) SetDefaults() {
 	def(&c.AttemptsColumn, "publish_attempts")
 	if c.Retention == 0 && c.Mode == ModeMark {
 		c.Retention = 24 * time.Hour
+	}
+	if c.RetentionBatchSize == 0 {
+		c.RetentionBatchSize = 1000
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
@@ -223,6 +230,9 @@ func (c *Config) ValidateTable() error {
 	}
 	if c.Retention < 0 {
 		add("poll.retention: %s is negative", c.Retention)
+	}
+	if c.RetentionBatchSize < 1 || c.RetentionBatchSize > 100000 {
+		add("poll.retention_batch_size: %d is not between 1 and 100000", c.RetentionBatchSize)
 	}
 	if c.Mode == ModeDelete && c.Retention != 0 {
 		add("poll.retention: %s applies only to mode %s; with mode %s rows are deleted once published", c.Retention, ModeMark, ModeDelete)

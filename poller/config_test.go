@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		URL: "postgres://localhost/app", Table: "public.outbox", Columns: connector.ColumnMap{}.WithDefaults(),
 		Interval: 500 * time.Millisecond, MaxInterval: 5 * time.Second, BatchSize: 1000, MaxBatchBytes: 16 << 20, Claims: 2, Mode: ModeMark,
 		OrderColumn: "seq", PublishedColumn: "published_at", AttemptsColumn: "publish_attempts",
-		Retention: 24 * time.Hour, MaxAttempts: 3, DeadLetterTable: "outbox_dead_letter",
+		Retention: 24 * time.Hour, RetentionBatchSize: 1000, MaxAttempts: 3, DeadLetterTable: "outbox_dead_letter",
 		NotifyChannel: "outboxrelay", Buckets: 64,
 		Network: pgsql.Network{Keepalive: 10 * time.Second, TCPUserTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second, QueryTimeout: 30 * time.Second},
 	}
@@ -53,6 +53,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad url", func(c *Config) { c.URL = "postgres://u:secret@host:notaport/db" }, []string{"postgres.url"}},
 		{"bad table", func(c *Config) { c.Table = "a.b.c" }, []string{`outbox.table: "a.b.c"`}},
 		{"bad mode", func(c *Config) { c.Mode = "archive" }, []string{`poll.mode: "archive" is not mark or delete`}},
+		{"negative retention batch", func(c *Config) { c.RetentionBatchSize = -1 }, []string{"poll.retention_batch_size: -1 is not between 1 and 100000"}},
 		{"published is payload", func(c *Config) { c.PublishedColumn = "payload" }, []string{`poll.published_column: "payload" is the outbox's payload column`}},
 		{"attempts is order", func(c *Config) { c.AttemptsColumn = "seq" }, []string{`poll.attempts_column: "seq" is also poll.order_column`}},
 		{"long name", func(c *Config) { c.OrderColumn = strings.Repeat("x", 64) }, []string{"poll.order_column", "63-byte limit"}},

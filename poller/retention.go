@@ -6,10 +6,6 @@ import (
 	"time"
 )
 
-// retentionBatch is how many rows one retention DELETE removes: small
-// enough that each is a short transaction holding few locks.
-const retentionBatch = 1000
-
 // retentionEvery is how often the retention job runs: a quarter of the
 // retention, between a second and a minute.
 func (c *Config) retentionEvery() time.Duration {
@@ -48,7 +44,7 @@ func (s *Source) retainOnce(ctx context.Context) (int64, error) {
 	n := &s.n
 	sql := fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY(ARRAY(
 		SELECT ctid FROM %s WHERE %s < now() - make_interval(secs => $1) LIMIT %d FOR UPDATE SKIP LOCKED))`,
-		n.tbl, n.tbl, n.published, retentionBatch)
+		n.tbl, n.tbl, n.published, s.cfg.RetentionBatchSize)
 	var total int64
 	for ctx.Err() == nil {
 		qctx, cancel := s.cfg.Network.Query(ctx)
@@ -58,7 +54,7 @@ func (s *Source) retainOnce(ctx context.Context) (int64, error) {
 			return total, classify("delete published rows", err)
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < retentionBatch {
+		if tag.RowsAffected() < int64(s.cfg.RetentionBatchSize) {
 			break
 		}
 	}
