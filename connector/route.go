@@ -50,19 +50,19 @@ var _ Router = Routing{}
 type Routing struct {
 	// TopicPrefix is put before the aggregate type to name the topic.
 	// Default "outbox.event.".
-	TopicPrefix string `yaml:"topic_prefix"`
+	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router."`
 	// Topic, when set, sends every event to this one topic instead.
-	Topic string `yaml:"topic"`
+	Topic string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
 	// TypeHeader, when set, adds the event's type as a header of this name.
 	// Default: no type header, as Debezium.
-	TypeHeader string `yaml:"type_header"`
+	TypeHeader string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
 	// TopicPattern, when set, is a regular expression (RE2) that every
 	// topic routed to must match in full; an event whose topic does not is
 	// a [*TopicNotAllowedError]. Aggregate types are data, and each one
 	// names a topic, which Kafka creates and the relay keeps a producer's
 	// state for: the pattern is how a user bounds them. Default: any
 	// legal topic name.
-	TopicPattern string `yaml:"topic_pattern"`
+	TopicPattern string `yaml:"topic_pattern" doc:"Regular expression (RE2) every topic an event routes to must match in full, e.g. outbox\\.event\\.(order|customer); an event routed outside it is an error of that event (the dead letter topic, or a stop naming it), so that aggregate types, which are data, cannot create topics without bound." default:"(any topic)"`
 }
 
 // WithDefaults returns r with empty fields set to their defaults.

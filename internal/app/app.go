@@ -134,7 +134,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
-		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(cfg, log, snk), Build().Version),
+		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, snk), Build().Version),
 			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
@@ -224,18 +224,17 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 
 // checkpointStore opens the CDC source's checkpoint store: the compacted
 // topic kafka.checkpoint_topic, through a client of its own with the
-// sink's brokers and security.
+// sink's config sc (its brokers and security).
 // With kafka.delivery exactly_once, snk writes the checkpoints, in the
 // transactions of the events they cover.
-func checkpointStore(cfg *config.Config, log *slog.Logger, snk *sink.Sink) cdc.OpenCheckpoints {
+func checkpointStore(sc sink.Config, topic string, log *slog.Logger, snk *sink.Sink) cdc.OpenCheckpoints {
+	sc.TransactionalID = "" // the store's own client does not write in transactions
 	return func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
-		sc := cfg.SinkConfig()
-		sc.TransactionalID = "" // the store's own client does not write in transactions
 		opts := []sink.Option{sink.WithLogger(log)}
 		if snk.Transactions() {
 			opts = append(opts, sink.WithTransactions(snk))
 		}
-		return sink.NewCheckpointStore(ctx, sc, cfg.Kafka.CheckpointTopic, key, opts...)
+		return sink.NewCheckpointStore(ctx, sc, topic, key, opts...)
 	}
 }
 

@@ -96,15 +96,12 @@ type Kafka struct {
 	AllowPlaintextSASL bool      `yaml:"allow_plaintext_sasl" doc:"Allow SASL PLAIN without TLS, which sends the password in the clear; only on a network you trust." default:"false"`
 }
 
-// Routing is how an event becomes a record.
+// Routing is how an event becomes a record: the runner's routing, whose
+// keys connector.Routing names, documents and defaults, and the keys that
+// reproduce Debezium's records (debezium.go).
 type Routing struct {
-	TopicPrefix string `yaml:"topic_prefix" doc:"Topic is this prefix plus the aggregate type, as Debezium's outbox router."`
-	Topic       string `yaml:"topic" doc:"Send every event to this one topic instead." default:"(none)"`
-	TypeHeader  string `yaml:"type_header" doc:"Also put the event type in a header of this name." default:"(none)"`
-	// TopicPattern bounds the topics that data can name (issue 24).
-	TopicPattern string `yaml:"topic_pattern" doc:"Regular expression (RE2) every topic an event routes to must match in full, e.g. outbox\\.event\\.(order|customer); an event routed outside it is an error of that event (the dead letter topic, or a stop naming it), so that aggregate types, which are data, cannot create topics without bound." default:"(any topic)"`
-	// Debezium holds the keys that reproduce Debezium's records (debezium.go).
-	Debezium DebeziumRouting `yaml:",inline"`
+	connector.Routing `yaml:",inline"`
+	Debezium          DebeziumRouting `yaml:",inline"`
 }
 
 // Log is the logger.
@@ -211,11 +208,11 @@ func (c *Config) setDefaults() {
 	if c.Kafka.Delivery == "" {
 		c.Kafka.Delivery = AtLeastOnce
 	}
-	// The runner's keys sit in three sections (routing, kafka, shutdown);
+	c.Routing.Routing = c.Routing.Routing.WithDefaults()
+	// kafka.transaction_interval and shutdown.timeout are the runner's;
 	// its defaults are its own.
 	rc := c.RunnerConfig()
 	rc.SetDefaults()
-	c.Routing.TopicPrefix = rc.Routing.TopicPrefix
 	c.Kafka.TransactionInterval, c.Shutdown.Timeout = rc.TransactionInterval, rc.ShutdownTimeout
 	if c.Log.Level == "" {
 		c.Log.Level = LevelInfo
@@ -368,12 +365,7 @@ func (c *Config) validatePollExactlyOnce() []error {
 // RunnerConfig is the runner's part of c.
 func (c *Config) RunnerConfig() connector.RunnerConfig {
 	return connector.RunnerConfig{
-		Routing: connector.Routing{
-			TopicPrefix:  c.Routing.TopicPrefix,
-			Topic:        c.Routing.Topic,
-			TypeHeader:   c.Routing.TypeHeader,
-			TopicPattern: c.Routing.TopicPattern,
-		},
+		Routing:             c.Routing.Routing,
 		DeadLetterTopic:     c.Kafka.DeadLetterTopic,
 		ShutdownTimeout:     c.Shutdown.Timeout,
 		TransactionInterval: c.Kafka.TransactionInterval,
