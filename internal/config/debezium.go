@@ -13,22 +13,50 @@ import (
 // beside topic_prefix, topic and type_header; while none is set, records
 // are outboxrelay's own (the payload as stored, key and id as text).
 type DebeziumRouting struct {
-	TopicRegex               string   `yaml:"topic_regex" doc:"Regex matched against the whole aggregate type to name the topic with topic_replacement (Debezium's route.topic.regex; RE2 syntax)." default:"(?<routedByValue>.*)"`
-	TopicReplacement         string   `yaml:"topic_replacement" doc:"Topic of an aggregate type topic_regex matches, with $1 and ${name} group references (route.topic.replacement); overrides topic_prefix." default:"(none)"`
-	AdditionalFields         []string `yaml:"additional_fields" doc:"More columns in each record, each column:placement[:alias], placement header, envelope or partition (table.fields.additional.placement)." default:"(none)"`
-	AdditionalFieldsRequired *bool    `yaml:"additional_fields_required" doc:"A header or partition column missing from a row is an error; false leaves it out (table.field.additional.missing=ignore, before Debezium 3.6 table.fields.additional.error.on.missing=false)." default:"true"`
-	ExpandJSONPayload        *bool    `yaml:"expand_json_payload" doc:"Write a JSON payload as a JSON object instead of a string, as table.expand.json.payload; needs value_format json, json+schema, string or avro." default:"false"`
-	JSONNullFields           string   `yaml:"json_null_fields" doc:"Null fields of an expanded payload: ignore drops them, optional_bytes keeps them (table.json.payload.null.behavior)." default:"ignore"`
-	TimestampColumn          string   `yaml:"timestamp_column" doc:"Column holding the record timestamp (timestamp, timestamptz or bigint epoch ms) instead of the commit time (table.field.event.timestamp)." default:"(commit time)"`
-	TombstoneOnEmptyPayload  *bool    `yaml:"tombstone_on_empty_payload" doc:"A NULL or blank payload makes a record with a null value (route.tombstone.on.empty.payload)." default:"false"`
-	TracingColumn            string   `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
-	SchemaVersionColumn      string   `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
-	SchemaTopicPrefix        string   `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
-	KeyFormat                string   `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged), avro (Confluent's AvroConverter: the schema registered in schema_registry, the Confluent wire format)." default:"raw"`
-	ValueFormat              string   `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema, bytes or avro, as key_format. raw and bytes both write a bytea payload's bytes unchanged, an empty one as an empty value and only NULL as a null value." default:"raw"`
-	KeyDelegateFormat        string   `yaml:"key_delegate_format" doc:"With key_format bytes, how a key column that is not bytea is written: string, json or json+schema (BinaryDataConverter's delegate.converter.type). Unset, such a column is refused at start." default:"(none)"`
-	ValueDelegateFormat      string   `yaml:"value_delegate_format" doc:"With value_format bytes, how a value that is not bytes (a payload column that is not bytea, envelope fields, an expanded payload) is written: string, json or json+schema, as key_delegate_format." default:"(none)"`
-	HeaderFormat             string   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
+	TopicRegex               string         `yaml:"topic_regex" doc:"Regex matched against the whole aggregate type to name the topic with topic_replacement (Debezium's route.topic.regex; RE2 syntax)." default:"(?<routedByValue>.*)"`
+	TopicReplacement         string         `yaml:"topic_replacement" doc:"Topic of an aggregate type topic_regex matches, with $1 and ${name} group references (route.topic.replacement); overrides topic_prefix." default:"(none)"`
+	AdditionalFields         []string       `yaml:"additional_fields" doc:"More columns in each record, each column:placement[:alias], placement header, envelope or partition (table.fields.additional.placement)." default:"(none)"`
+	AdditionalFieldsRequired *bool          `yaml:"additional_fields_required" doc:"A header or partition column missing from a row is an error; false leaves it out (table.field.additional.missing=ignore, before Debezium 3.6 table.fields.additional.error.on.missing=false)." default:"true"`
+	ExpandJSONPayload        *bool          `yaml:"expand_json_payload" doc:"Write a JSON payload as a JSON object instead of a string, as table.expand.json.payload; needs value_format json, json+schema, string or avro." default:"false"`
+	JSONNullFields           string         `yaml:"json_null_fields" doc:"Null fields of an expanded payload: ignore drops them, optional_bytes keeps them (table.json.payload.null.behavior)." default:"ignore"`
+	TimestampColumn          string         `yaml:"timestamp_column" doc:"Column holding the record timestamp (timestamp, timestamptz or bigint epoch ms) instead of the commit time (table.field.event.timestamp)." default:"(commit time)"`
+	TombstoneOnEmptyPayload  *bool          `yaml:"tombstone_on_empty_payload" doc:"A NULL or blank payload makes a record with a null value (route.tombstone.on.empty.payload)." default:"false"`
+	TracingColumn            string         `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
+	SchemaVersionColumn      string         `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
+	SchemaTopicPrefix        string         `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
+	KeyFormat                Format         `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged), avro (Confluent's AvroConverter: the schema registered in schema_registry, the Confluent wire format)." default:"raw"`
+	ValueFormat              Format         `yaml:"value_format" doc:"raw (the payload as stored), or Debezium's value as Kafka Connect writes it: string, json, json+schema, bytes or avro, as key_format. raw and bytes both write a bytea payload's bytes unchanged, an empty one as an empty value and only NULL as a null value." default:"raw"`
+	KeyDelegateFormat        DelegateFormat `yaml:"key_delegate_format" doc:"With key_format bytes, how a key column that is not bytea is written: string, json or json+schema (BinaryDataConverter's delegate.converter.type). Unset, such a column is refused at start." default:"(none)"`
+	ValueDelegateFormat      DelegateFormat `yaml:"value_delegate_format" doc:"With value_format bytes, how a value that is not bytes (a payload column that is not bytea, envelope fields, an expanded payload) is written: string, json or json+schema, as key_delegate_format." default:"(none)"`
+	HeaderFormat             HeaderFormat   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
+}
+
+// Format is how routing.key_format or routing.value_format writes a key
+// or a value; the debezium package lists the values.
+type Format string
+
+// Values lists every Format.
+func (Format) Values() []string { return formatNames(debezium.ValueFormats) }
+
+// DelegateFormat is how routing.key_delegate_format or
+// routing.value_delegate_format writes what format bytes cannot.
+type DelegateFormat string
+
+// Values lists every DelegateFormat.
+func (DelegateFormat) Values() []string { return formatNames(debezium.DelegateFormats) }
+
+// HeaderFormat is how routing.header_format writes headers.
+type HeaderFormat string
+
+// Values lists every HeaderFormat.
+func (HeaderFormat) Values() []string { return formatNames(debezium.HeaderFormats) }
+
+func formatNames(fs []debezium.Format) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = string(f)
+	}
+	return out
 }
 
 // used reports whether any key is set, which makes the Debezium router
