@@ -8,7 +8,7 @@ import (
 // ReferenceMarker is the line of docs/configuration.md after which the
 // page is [Reference]'s table and nothing else. What comes before it is
 // prose, written by hand.
-const ReferenceMarker = "<!-- Generated below by `go generate ./internal/config` from the doc and default tags in internal/config; do not edit the table. -->"
+const ReferenceMarker = "<!-- Generated below by `go generate ./internal/config` from the configuration structs: their doc tags, their defaults and their enumerations; do not edit the table. -->"
 
 // ReferencePage returns page with everything after [ReferenceMarker]
 // replaced by the current [Reference] table, so that the page's prose stays
