@@ -18,6 +18,11 @@ import (
 )
 
 // Config is what a user sets for the CDC source.
+//
+// It is the cdc: section of the configuration file: a field's yaml and doc
+// tags are its key and its text in docs/configuration.md, SetDefaults its
+// default, Validate its checks. Fields tagged yaml:"-" are filled in from
+// the postgres and outbox sections.
 type Config struct {
 	// URL is the PostgreSQL connection string. Required. The role needs
 	// the REPLICATION attribute and SELECT on the table.

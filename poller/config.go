@@ -31,6 +31,11 @@ const (
 func (Mode) Values() []string { return []string{string(ModeMark), string(ModeDelete)} }
 
 // Config is what a user sets for the polling source.
+//
+// It is the poll: section of the configuration file: a field's yaml and doc
+// tags are its key and its text in docs/configuration.md, SetDefaults its
+// default, Validate its checks. Fields tagged yaml:"-" are filled in from
+// the postgres and outbox sections.
 type Config struct {
 	// URL is the PostgreSQL connection string. Required. The role needs
 	// SELECT, UPDATE (mark) or DELETE on the outbox table, INSERT on the

@@ -10,6 +10,12 @@ import (
 )
 
 // Config is what a user sets for the Kafka producer.
+//
+// Its fields are keys of the kafka: section of the configuration file: a
+// field's yaml and doc tags are its key and its text in
+// docs/configuration.md, SetDefaults its default, Validate its checks.
+// Fields tagged yaml:"-" are filled in from the section's security keys
+// and from kafka.delivery.
 type Config struct {
 	// Brokers are the seed brokers, host:port. Required.
 	Brokers []string `yaml:"brokers" doc:"Seed brokers, host:port (in the environment: comma-separated)." default:"(required)"`
