@@ -219,7 +219,7 @@ func deref(s *string) string {
 // on it; it returns whether the table exists.
 func (c *pgCheck) checkTable() bool {
 	t := c.facts.Tables[0]
-	c.report(CheckTable, c.facts.TableKind(c.cfg.Source, t))
+	c.report(CheckTable, c.facts.TableKind(string(c.cfg.Source), t))
 	if !t.Exists || (t.Kind != "r" && t.Kind != "p") {
 		return false
 	}
