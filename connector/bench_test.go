@@ -22,7 +22,7 @@ func BenchmarkRoute(b *testing.B) {
 	var rt Router = newCachedRouting(Routing{}.WithDefaults()) // the runner's default
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rt.Route(e); err != nil {
+		if _, err := rt.Route(b.Context(), e); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -38,9 +39,11 @@ type Message struct {
 // Router turns an event into the Kafka message for it. Route is called from
 // the runner's one publishing goroutine, in commit order. An error that names
 // the event ([*EventError]) means the event can never be published; the
-// runner sends it to the dead letter topic or stops.
+// runner sends it to the dead letter topic or stops. ctx bounds whatever
+// Route waits for (a schema registry, a catalog read); when it ends, Route
+// returns an error that does not name the event.
 type Router interface {
-	Route(e *Event) (Message, error)
+	Route(ctx context.Context, e *Event) (Message, error)
 }
 
 var _ Router = Routing{}
@@ -94,7 +97,7 @@ func (r Routing) Validate() error {
 // header `id` the event id, timestamp the commit time. A route that cannot
 // be published (an illegal topic name, or one outside TopicPattern) is an
 // [*EventError]. [NewRouting] routes the same, faster.
-func (r Routing) Route(e *Event) (Message, error) {
+func (r Routing) Route(_ context.Context, e *Event) (Message, error) {
 	var allow *regexp.Regexp
 	if r.TopicPattern != "" {
 		var err error
@@ -173,8 +176,8 @@ type allowTopics struct {
 	pattern string
 }
 
-func (a allowTopics) Route(e *Event) (Message, error) {
-	m, err := a.Router.Route(e)
+func (a allowTopics) Route(ctx context.Context, e *Event) (Message, error) {
+	m, err := a.Router.Route(ctx, e)
 	if err == nil && !a.re.MatchString(m.Topic) {
 		return Message{}, &EventError{EventID: e.ID, Origin: e.Origin, Err: &TopicNotAllowedError{Topic: m.Topic, Pattern: a.pattern}}
 	}
@@ -242,7 +245,7 @@ func newCachedRouting(r Routing) *cachedRouting {
 	return c
 }
 
-func (c *cachedRouting) Route(e *Event) (Message, error) {
+func (c *cachedRouting) Route(_ context.Context, e *Event) (Message, error) {
 	topic, ok := c.topics[e.AggregateType]
 	if !ok {
 		var err error
@@ -288,11 +291,11 @@ type TableRouter struct {
 }
 
 // Route implements [Router].
-func (t TableRouter) Route(e *Event) (Message, error) {
+func (t TableRouter) Route(ctx context.Context, e *Event) (Message, error) {
 	if r, ok := t.Tables[e.Table]; ok {
-		return r.Route(e)
+		return r.Route(ctx, e)
 	}
-	return t.Default.Route(e)
+	return t.Default.Route(ctx, e)
 }
 
 // NewRouting is the router that routes as r says (with its defaults),

@@ -26,8 +26,8 @@ func TestCachedRoutingMatchesRouting(t *testing.T) {
 			for _, aggType := range []string{fmt.Sprintf("type%d", i), "order", "bad type"} {
 				e := &Event{ID: fmt.Sprintf("id-%d", i), AggregateType: aggType, AggregateID: fmt.Sprintf("agg-%d", i%7),
 					Type: "Happened", Payload: []byte("{}"), CommitTime: time.Unix(int64(i), 0), Origin: "here"}
-				want, wantErr := r.Route(e)
-				got, err := c.Route(e)
+				want, wantErr := r.Route(t.Context(), e)
+				got, err := c.Route(t.Context(), e)
 				if !reflect.DeepEqual(got, want) || (err == nil) != (wantErr == nil) {
 					t.Fatalf("%+v: event %+v: cached routing gives %+v, %v; Routing gives %+v, %v", r, e, got, err, want, wantErr)
 				}
@@ -47,7 +47,7 @@ func TestCachedRoutingMatchesRouting(t *testing.T) {
 // which share one allocation, cannot overwrite each other.
 func TestRouteSlicesAreSeparate(t *testing.T) {
 	e := &Event{ID: "id-1", AggregateType: "order", AggregateID: "agg-1", Type: "Created"}
-	m, err := Routing{TypeHeader: "type"}.WithDefaults().Route(e)
+	m, err := Routing{TypeHeader: "type"}.WithDefaults().Route(t.Context(), e)
 	if err != nil {
 		t.Fatal(err)
 	}

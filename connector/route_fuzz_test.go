@@ -29,13 +29,13 @@ func FuzzRoute(f *testing.F) {
 		}
 		e := &Event{ID: id, AggregateType: aggType, AggregateID: aggID, Type: typ, TypeNull: typeNull,
 			Payload: payload, CommitTime: time.Unix(1, 2), Origin: "public.outbox"}
-		m, err := r.Route(e)
+		m, err := r.Route(t.Context(), e)
 		// The cached router, warmed with the same aggregate type and
 		// another, routes the same.
 		c := NewRouting(r)
-		_, _ = c.Route(&Event{ID: "other", AggregateType: aggType + "x"})
+		_, _ = c.Route(t.Context(), &Event{ID: "other", AggregateType: aggType + "x"})
 		for range 2 {
-			cm, cerr := c.Route(e)
+			cm, cerr := c.Route(t.Context(), e)
 			if !reflect.DeepEqual(cm, m) || (cerr == nil) != (err == nil) {
 				t.Fatalf("NewRouting routes %+v to %+v, %v; Routing to %+v, %v", e, cm, cerr, m, err)
 			}

@@ -29,7 +29,7 @@ func TestRouteDebeziumDefaults(t *testing.T) {
 			if tc.typeNull {
 				e.Type, e.TypeNull = "", true
 			}
-			m, err := tc.r.Route(&e)
+			m, err := tc.r.Route(t.Context(), &e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestRouteRejectsIllegalTopics(t *testing.T) {
 	r := Routing{}.WithDefaults()
 	for _, aggType := range []string{"order lines", "ünicode", "a/b", strings.Repeat("x", 240)} {
 		e := Event{ID: "id-1", AggregateType: aggType, AggregateID: "k"}
-		_, err := r.Route(&e)
+		_, err := r.Route(t.Context(), &e)
 		var ee *EventError
 		if !errors.As(err, &ee) || ee.EventID != "id-1" {
 			t.Errorf("aggregate type %q: err %v, want an EventError naming id-1", aggType, err)
@@ -78,7 +78,7 @@ func TestRouteProperty(t *testing.T) {
 			return true
 		}
 		e := Event{ID: "x", AggregateType: aggType, AggregateID: aggID, Payload: payload}
-		m, err := r.Route(&e)
+		m, err := r.Route(t.Context(), &e)
 		return err == nil && m.Topic == "outbox.event."+aggType && string(m.Key) == aggID && string(m.Value) == string(payload)
 	}
 	if err := quick.Check(f, &quick.Config{MaxCount: 2000}); err != nil {
@@ -171,7 +171,7 @@ func TestTopicPattern(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, rt := range routers {
-			m, err := rt.Route(e)
+			m, err := rt.Route(t.Context(), e)
 			if tc.allowed {
 				if err != nil || m.Topic != "outbox.event."+tc.aggType {
 					t.Errorf("%s: %s routes to %q, %v; want its topic", name, tc.aggType, m.Topic, err)

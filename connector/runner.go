@@ -374,7 +374,7 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 		}
 		*m, err = Message{}, e.Invalid
 		if err == nil {
-			*m, err = r.router.Route(e)
+			*m, err = r.router.Route(ctx, e)
 			m.Stages = e.Stages
 		}
 		if err == nil {

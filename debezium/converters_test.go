@@ -403,7 +403,7 @@ func TestRawRouterIsDefaultRouting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt.load = func(context.Context, string) (*tableMeta, error) { return meta, nil }
+			rt.tables.catalog = catalogFunc(func(context.Context, string) (*tableMeta, error) { return meta, nil })
 			def := connector.Routing{TopicPrefix: prefix, TypeHeader: typeHeader}.WithDefaults()
 			for range 500 {
 				e := connector.Event{ID: word(), AggregateType: word(), AggregateID: word(), Type: word(),
@@ -414,8 +414,8 @@ func TestRawRouterIsDefaultRouting(t *testing.T) {
 				if rng.IntN(8) == 0 {
 					e.Type, e.TypeNull = "", true
 				}
-				want, wantErr := def.Route(&e)
-				got, gotErr := rt.Route(&e)
+				want, wantErr := def.Route(t.Context(), &e)
+				got, gotErr := rt.Route(t.Context(), &e)
 				if (wantErr == nil) != (gotErr == nil) {
 					t.Fatalf("%+v: default router err %v, Debezium router err %v", e, wantErr, gotErr)
 				}
@@ -500,7 +500,7 @@ func TestBytesColumnCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.load = func(context.Context, string) (*tableMeta, error) { return tc.table, nil }
+			r.tables.catalog = catalogFunc(func(context.Context, string) (*tableMeta, error) { return tc.table, nil })
 			err = r.Check(context.Background())
 			if len(tc.errs) == 0 {
 				if err != nil {

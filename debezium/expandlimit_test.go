@@ -196,7 +196,7 @@ func TestRouteDeepPayloadIsEventError(t *testing.T) {
 			}
 			r := fixedRouter(t, cfg, cols...)
 			e := outboxRow(connector.Column{Name: "payload", Value: []byte(nested(100_000))})
-			_, err := r.Route(e)
+			_, err := r.Route(t.Context(), e)
 			var ee *connector.EventError
 			if !errors.As(err, &ee) || ee.EventID != e.ID {
 				t.Fatalf("err %v, want an EventError of event %s", err, e.ID)

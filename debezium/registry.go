@@ -141,7 +141,6 @@ const maxCachedSchemas = 1024
 type avroSerde struct {
 	cfg   RegistryConfig
 	cl    *sr.Client
-	ctx   context.Context
 	log   *slog.Logger
 	state func(error)
 
@@ -199,7 +198,7 @@ func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &avroSerde{cfg: cfg, cl: cl, ctx: context.Background(), log: slog.New(slog.DiscardHandler), state: func(error) {},
+	return &avroSerde{cfg: cfg, cl: cl, log: slog.New(slog.DiscardHandler), state: func(error) {},
 		ids: map[subjectSchema]registered{}}, nil
 }
 
@@ -226,7 +225,7 @@ func (a *avroSerde) subject(topic string, isKey bool, s *Schema) (string, error)
 
 // encode writes v, of Connect schema s, for topic. A null value is a null
 // record, as the converter writes it, and registers nothing.
-func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, error) {
+func (a *avroSerde) encode(ctx context.Context, topic string, isKey bool, s *Schema, v any) ([]byte, error) {
 	if v == nil && (s == nil || (s.Optional && s.Default == nil)) {
 		return nil, nil
 	}
@@ -249,7 +248,7 @@ func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	reg, err := a.lookup(subject, text)
+	reg, err := a.lookup(ctx, subject, text)
 	if err != nil {
 		return nil, err
 	}
@@ -270,9 +269,8 @@ func (a *avroSerde) encode(topic string, isKey bool, s *Schema, v any) ([]byte, 
 // (or, with NoAutoRegister, looking it up) the first time. While the
 // registry does not answer it tries again with backoff, without end: no
 // record goes out without its schema, and what waits behind it waits in
-// order. It returns early only when the context given with
-// WithContext ends, with an [errNotEvent].
-func (a *avroSerde) lookup(subject, text string) (registered, error) {
+// order. It returns early only when ctx ends, with an [errNotEvent].
+func (a *avroSerde) lookup(ctx context.Context, subject, text string) (registered, error) {
 	key := subjectSchema{subject, text}
 	if r, ok := a.ids[key]; ok {
 		return r, nil
@@ -281,11 +279,11 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = a.cfg.RetryMin, a.cfg.RetryMax, 0
 	bo.Reset()
 	for attempt := 1; ; attempt++ {
-		r, err := a.call(subject, text)
-		if err != nil && a.ctx.Err() != nil {
+		r, err := a.call(ctx, subject, text)
+		if err != nil && ctx.Err() != nil {
 			// The relay is stopping; the request was cut short, which
 			// says nothing about the registry.
-			return registered{}, errNotEvent{fmt.Errorf("stopped while waiting for the schema registry (subject %q): %w", subject, context.Cause(a.ctx))}
+			return registered{}, errNotEvent{fmt.Errorf("stopped while waiting for the schema registry (subject %q): %w", subject, context.Cause(ctx))}
 		}
 		if err == nil {
 			if !a.down.IsZero() {
@@ -314,7 +312,7 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 				"subject", subject, "attempt", attempt, "down_for", time.Since(a.down).Round(time.Millisecond), "retry_in", wait, "err", err)
 		}
 		select {
-		case <-a.ctx.Done():
+		case <-ctx.Done():
 			return registered{}, errNotEvent{fmt.Errorf("schema registry unreachable for subject %q when the relay stopped: %w", subject, err)}
 		case <-time.After(wait):
 		}
@@ -322,8 +320,8 @@ func (a *avroSerde) lookup(subject, text string) (registered, error) {
 }
 
 // call makes one request: register, look up, or fetch the latest.
-func (a *avroSerde) call(subject, text string) (registered, error) {
-	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.RequestTimeout)
+func (a *avroSerde) call(ctx context.Context, subject, text string) (registered, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	// A cache of its own for each schema: the shared one would hold the
 	// first definition of a record name, and an expanded payload's

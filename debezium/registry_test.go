@@ -57,7 +57,7 @@ func TestAvroSubjects(t *testing.T) {
 		t.Run(tc.strategy, func(t *testing.T) {
 			reg := testenv.StartRegistry(t, "", "")
 			a := newTestSerde(t, reg, RegistryConfig{SubjectNameStrategy: tc.strategy})
-			if _, err := a.encode("outbox.event.order", false, envelopeSchema, envelopeValue(`{"a": 1}`)); err != nil {
+			if _, err := a.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue(`{"a": 1}`)); err != nil {
 				t.Fatal(err)
 			}
 			subjects := reg.Subjects()
@@ -68,7 +68,7 @@ func TestAvroSubjects(t *testing.T) {
 	}
 	reg := testenv.StartRegistry(t, "", "")
 	a := newTestSerde(t, reg, RegistryConfig{SubjectNameStrategy: SubjectRecord})
-	_, err := a.encode("outbox.event.order", false, &Schema{Type: TypeString, Optional: true}, "x")
+	_, err := a.encode(t.Context(), "outbox.event.order", false, &Schema{Type: TypeString, Optional: true}, "x")
 	if err == nil || !strings.Contains(err.Error(), "not one") {
 		t.Errorf("record strategy with a string value: %v, want an error saying it is no record", err)
 	}
@@ -82,7 +82,7 @@ func TestAvroWireFormat(t *testing.T) {
 	a := newTestSerde(t, reg, RegistryConfig{})
 	var ids []int
 	for _, p := range []string{`{"a": 1}`, `{"a": 2}`} {
-		b, err := a.encode("outbox.event.order", false, envelopeSchema, envelopeValue(p))
+		b, err := a.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestAvroWireFormat(t *testing.T) {
 	if n := reg.Requests("POST", "/subjects/"); n != 1 {
 		t.Errorf("%d registrations, want 1 (cached)", n)
 	}
-	if b, err := a.encode("outbox.event.order", false, &Schema{Type: TypeString, Optional: true}, nil); err != nil || b != nil {
+	if b, err := a.encode(t.Context(), "outbox.event.order", false, &Schema{Type: TypeString, Optional: true}, nil); err != nil || b != nil {
 		t.Errorf("a null value: %x, %v; want a null record and no registration", b, err)
 	}
 }
@@ -117,23 +117,23 @@ func TestAvroWireFormat(t *testing.T) {
 func TestAvroLookupOnly(t *testing.T) {
 	reg := testenv.StartRegistry(t, "", "")
 	lookup := newTestSerde(t, reg, RegistryConfig{NoAutoRegister: true})
-	_, err := lookup.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	_, err := lookup.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	var ne errNotEvent
 	if err == nil || errors.As(err, &ne) || !strings.Contains(err.Error(), `not registered under subject "outbox.event.order-value"`) || !strings.Contains(err.Error(), "40401") {
 		t.Fatalf("lookup of a missing subject: %v; want the event's error naming the subject and 40401", err)
 	}
 	register := newTestSerde(t, reg, RegistryConfig{})
-	b1, err := register.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	b1, err := register.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lookup = newTestSerde(t, reg, RegistryConfig{NoAutoRegister: true})
-	b2, err := lookup.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	b2, err := lookup.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	if err != nil || string(b1) != string(b2) {
 		t.Fatalf("looked-up record %x (%v), want %x", b2, err, b1)
 	}
 	latest := newTestSerde(t, reg, RegistryConfig{NoAutoRegister: true, UseLatestVersion: true})
-	b3, err := latest.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	b3, err := latest.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	if err != nil || string(b3) != string(b1) {
 		t.Fatalf("use_latest_version record %x (%v), want %x", b3, err, b1)
 	}
@@ -148,7 +148,7 @@ func TestAvroLookupOnly(t *testing.T) {
 func TestAvroRefusedCredentials(t *testing.T) {
 	reg := testenv.StartRegistry(t, "relay", "right")
 	a := newTestSerde(t, reg, RegistryConfig{Username: "relay", Password: "wrong"})
-	_, err := a.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	_, err := a.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	var ne errNotEvent
 	if !errors.As(err, &ne) || !connector.IsPermanent(err) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "basic.auth.user.info") {
 		t.Fatalf("refused login: %v; want a permanent error, not the event's, saying 401 and what to check", err)
@@ -163,7 +163,6 @@ func TestAvroUnreachableEndsWithContext(t *testing.T) {
 	reg.Stop()
 	a := newTestSerde(t, reg, RegistryConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
-	a.ctx = ctx
 	failures := 0
 	a.state = func(err error) {
 		if err != nil {
@@ -173,7 +172,7 @@ func TestAvroUnreachableEndsWithContext(t *testing.T) {
 			}
 		}
 	}
-	_, err := a.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	_, err := a.encode(ctx, "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	var ne errNotEvent
 	if !errors.As(err, &ne) || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("encode while the registry is down and the relay stops: %v", err)
@@ -238,7 +237,7 @@ func BenchmarkAvroEncode(b *testing.B) {
 	payload := strings.Repeat(`{"a": 1}`, 60)
 	for b.Loop() {
 		s := &Schema{Type: TypeString, Optional: true, Name: nameJSON, Version: 1}
-		if _, err := a.encode("outbox.event.order", false, s, payload); err != nil {
+		if _, err := a.encode(b.Context(), "outbox.event.order", false, s, payload); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -256,7 +255,7 @@ func TestAvroRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.encode("outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
+	_, err = a.encode(t.Context(), "outbox.event.order", false, envelopeSchema, envelopeValue("{}"))
 	var ne errNotEvent
 	if !errors.As(err, &ne) || !connector.IsPermanent(err) || !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "base URL") {
 		t.Errorf("a wrong base URL: %v; want a permanent error, not the event's, pointing at schema_registry.url", err)
@@ -264,7 +263,7 @@ func TestAvroRefusals(t *testing.T) {
 
 	a = newTestSerde(t, reg, RegistryConfig{})
 	bad := &Schema{Type: TypeStruct, Optional: true, Name: "payload", Fields: []Field{{Name: "my-key", Schema: optString}}}
-	_, err = a.encode("outbox.event.order", false, bad, &Struct{Schema: bad, Values: []any{"x"}})
+	_, err = a.encode(t.Context(), "outbox.event.order", false, bad, &Struct{Schema: bad, Values: []any{"x"}})
 	if err == nil || errors.As(err, &ne) || !strings.Contains(err.Error(), "not valid Avro") {
 		t.Errorf("a field name Avro refuses: %v; want the event's error saying the schema is not valid Avro", err)
 	}

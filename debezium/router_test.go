@@ -17,9 +17,9 @@ func fixedRouter(t *testing.T, cfg RouterConfig, cols ...*column) *Router {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.load = func(context.Context, string) (*tableMeta, error) {
+	r.tables.catalog = catalogFunc(func(context.Context, string) (*tableMeta, error) {
 		return &tableMeta{schema: "public", table: "outbox", columns: cols}, nil
-	}
+	})
 	return r
 }
 
@@ -69,7 +69,7 @@ func TestNullTypeColumn(t *testing.T) {
 		want   []byte
 	}{{FormatRaw, nil}, {FormatSimple, nil}, {FormatJSON, []byte("null")}} {
 		r := fixedRouter(t, RouterConfig{AdditionalFields: []string{"type:header:eventType"}, HeaderFormat: tc.format}, outboxColumns()...)
-		m, err := r.Route(row())
+		m, err := r.Route(t.Context(), row())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestNullTypeColumn(t *testing.T) {
 		}
 	}
 	r := fixedRouter(t, RouterConfig{AdditionalFields: []string{"type:envelope:eventType"}, ValueFormat: FormatJSON, HeaderFormat: FormatSimple}, outboxColumns()...)
-	m, err := r.Route(row())
+	m, err := r.Route(t.Context(), row())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestNullColumnWithDefault(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.AdditionalFields = append(tc.cfg.AdditionalFields, "tenant:header", "shard:partition")
-			m, err := fixedRouter(t, tc.cfg, cols...).Route(row())
+			m, err := fixedRouter(t, tc.cfg, cols...).Route(t.Context(), row())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestNullColumnWithDefault(t *testing.T) {
 	}
 	// Without a default a NULL payload is still null, and a tombstone.
 	cols[4] = &column{name: "payload", typName: "jsonb"}
-	m, err := fixedRouter(t, RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple, TombstoneOnEmptyPayload: true}, cols...).Route(row())
+	m, err := fixedRouter(t, RouterConfig{ValueFormat: FormatString, HeaderFormat: FormatSimple, TombstoneOnEmptyPayload: true}, cols...).Route(t.Context(), row())
 	if err != nil || m.Value != nil {
 		t.Errorf("NULL payload without a default: value %q (%v), want a tombstone", m.Value, err)
 	}

@@ -165,8 +165,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		ropts := []debezium.RouterOption{debezium.WithLogger(log)}
 		if rc.Avro() {
 			// A registry that does not answer holds routing, which asks
-			// it again until it answers or the relay stops.
-			ropts = append(ropts, debezium.WithContext(ctx), debezium.WithRegistryState(observeRegistry))
+			// it again until it answers or the runner's publishing stops.
+			ropts = append(ropts, debezium.WithRegistryState(observeRegistry))
 		}
 		rt, err := debezium.NewRouter(*rc, ropts...)
 		if err != nil {

@@ -3,6 +3,7 @@ package debezium
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,20 +13,17 @@ import (
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 
-// tableMeta is the outbox table's catalog entry: what Debezium's
-// connector reads through JDBC to type each column.
-type tableMeta struct {
-	schema, table string
-	columns       []*column
+// pgCatalog is the [catalog] of a PostgreSQL database: each read opens a
+// connection with the sources' network settings and closes it.
+type pgCatalog struct {
+	url     string
+	network pgsql.Network
 }
 
-func (t *tableMeta) column(name string) *column {
-	for _, c := range t.columns {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
+// table reads the catalog of name, schema.table.
+func (p pgCatalog) table(ctx context.Context, name string) (*tableMeta, error) {
+	schema, table, _ := strings.Cut(name, ".")
+	return loadTable(ctx, p.url, p.network, schema, table)
 }
 
 // loadTable reads the outbox table's columns: type, NOT NULL and default.

@@ -1,0 +1,306 @@
+package debezium
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgsql"
+)
+
+// RouterConfig says how the [Router] turns an event into a record. Its
+// zero value (with a URL and table) makes the records of
+// [connector.Routing]; each field adds one of the Outbox Event Router's
+// options.
+type RouterConfig struct {
+	// PostgresURL and Table (schema.table) locate the outbox table, whose
+	// catalog types the columns as Debezium's connector does. Required.
+	PostgresURL string
+	Table       string
+	// Tables, instead of Table, are several outbox tables; an event is
+	// typed by its own table's catalog (connector.Event.Table).
+	Tables []string
+	// Columns names the outbox columns (table.field.event.id, .key,
+	// .payload, route.by.field). Default Debezium's names.
+	Columns connector.ColumnMap
+	// Network bounds the connection that reads the outbox tables'
+	// catalogs, as the sources' (postgres.connect_timeout, keepalive,
+	// tcp_user_timeout, query_timeout): a PostgreSQL that does not answer
+	// fails the read within them. Zero fields take pgsql's defaults.
+	Network pgsql.Network
+
+	// TopicPrefix and Topic are outboxrelay's own topic routing
+	// (routing.topic_prefix, routing.topic), used when TopicRegex and
+	// TopicReplacement are empty. Default prefix "outbox.event.".
+	TopicPrefix string
+	Topic       string
+	// TopicRegex and TopicReplacement are route.topic.regex (a Java regex
+	// matched against the whole route-by value) and
+	// route.topic.replacement (Java replacement syntax). Defaults
+	// DefaultTopicRegex and DefaultTopicReplacement.
+	TopicRegex       string
+	TopicReplacement string
+	// TypeHeader, when set, adds the event type as a header of this name
+	// after the others (routing.type_header).
+	TypeHeader string
+
+	// AdditionalFields is table.fields.additional.placement, one
+	// "column:placement[:alias]" an entry, placement header, envelope or
+	// partition.
+	AdditionalFields []string
+	// AdditionalFieldsOptional is table.field.additional.missing=ignore
+	// (table.fields.additional.error.on.missing=false before Debezium
+	// 3.6): a header or partition column missing from a row is left out
+	// instead of failing the event. Default false (required).
+	AdditionalFieldsOptional bool
+	// ExpandJSONPayload is table.expand.json.payload: a JSON text payload
+	// becomes a struct (needs ValueFormat json, json+schema or string).
+	ExpandJSONPayload bool
+	// JSONNullFields is table.json.payload.null.behavior: "ignore"
+	// (default) drops null fields of an expanded payload, "optional_bytes"
+	// keeps them as optional bytes.
+	JSONNullFields string
+	// TimestampColumn is table.field.event.timestamp: the record timestamp
+	// comes from this column (timestamp, timestamptz, or bigint epoch
+	// milliseconds) instead of the commit time.
+	TimestampColumn string
+	// TombstoneOnEmptyPayload is route.tombstone.on.empty.payload: a NULL
+	// or blank payload makes a record with a null value.
+	TombstoneOnEmptyPayload bool
+	// TracingColumn is tracing.span.context.field: when the row has this
+	// column and it is not NULL, its W3C traceparent (and tracestate) go
+	// out as headers first. Empty: no tracing headers.
+	TracingColumn string
+	// SchemaVersionColumn is table.field.event.schema.version: an integer
+	// column whose value is the version of the value struct schema.
+	SchemaVersionColumn string
+	// SchemaTopicPrefix is the connector's topic.prefix
+	// (database.server.name), which names the value struct schema:
+	// <prefix>.<schema>.<table>.<route-by value>.Value.
+	SchemaTopicPrefix string
+
+	// KeyFormat, ValueFormat and HeaderFormat say how the key, value and
+	// headers are written. Default FormatRaw for each.
+	KeyFormat    Format
+	ValueFormat  Format
+	HeaderFormat Format
+	// KeyDelegateFormat and ValueDelegateFormat, with KeyFormat or
+	// ValueFormat FormatBytes, write a key or value that is not bytes (a
+	// column that is not bytea, an envelope, an expanded payload) in one of
+	// DelegateFormats, as Debezium's BinaryDataConverter does with
+	// delegate.converter.type. Default none: such a key or value is an
+	// error.
+	KeyDelegateFormat   Format
+	ValueDelegateFormat Format
+	// Registry is the Schema Registry of KeyFormat or ValueFormat
+	// FormatAvro; required with either.
+	Registry RegistryConfig
+}
+
+// Placement is where an additional field goes.
+type Placement string
+
+const (
+	PlaceHeader    Placement = "header"
+	PlaceEnvelope  Placement = "envelope"
+	PlacePartition Placement = "partition"
+)
+
+// AdditionalField is one entry of table.fields.additional.placement.
+type AdditionalField struct {
+	Column    string
+	Placement Placement
+	// Alias is the header or field name; the column's name by default.
+	Alias string
+}
+
+// ParseAdditionalField reads "column:placement[:alias]", each part trimmed
+// of spaces as EventRouterConfigDefinition.parseAdditionalFieldsConfig
+// trims them.
+func ParseAdditionalField(s string) (AdditionalField, error) {
+	parts := strings.Split(s, ":")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+		return AdditionalField{}, fmt.Errorf("additional field %q is not column:placement or column:placement:alias", s)
+	}
+	f := AdditionalField{Column: parts[0], Placement: Placement(strings.ToLower(parts[1])), Alias: parts[0]}
+	switch f.Placement {
+	case PlaceHeader, PlaceEnvelope, PlacePartition:
+	default:
+		return AdditionalField{}, fmt.Errorf("additional field %q: placement %q is not header, envelope or partition", s, parts[1])
+	}
+	if len(parts) == 3 {
+		if parts[2] == "" {
+			return AdditionalField{}, fmt.Errorf("additional field %q has an empty alias", s)
+		}
+		f.Alias = parts[2]
+	}
+	return f, nil
+}
+
+func (c *RouterConfig) setDefaults() {
+	c.Columns = c.Columns.WithDefaults()
+	c.Network.SetDefaults()
+	if c.Table == "" {
+		c.Table = "public.outbox"
+	}
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = "outbox.event."
+	}
+	for _, f := range []*Format{&c.KeyFormat, &c.ValueFormat, &c.HeaderFormat} {
+		if *f == "" {
+			*f = FormatRaw
+		}
+	}
+	if c.JSONNullFields == "" {
+		c.JSONNullFields = "ignore"
+	}
+	if c.Avro() {
+		c.Registry.setDefaults()
+	}
+}
+
+// Avro reports whether the key or the value is written as Avro, which
+// needs the Schema Registry.
+func (c *RouterConfig) Avro() bool { return c.KeyFormat == FormatAvro || c.ValueFormat == FormatAvro }
+
+// Validate reports every problem with c at once; it does not read the
+// table.
+func (c RouterConfig) Validate() error {
+	c.setDefaults()
+	_, err := c.compile()
+	return err
+}
+
+// compiled is a validated configuration.
+type compiled struct {
+	topics   *topicRouter
+	fields   []AdditionalField
+	envelope bool
+	// tables are the outbox tables, schema.table; the first is the one
+	// of an event that does not name its table.
+	tables []string
+}
+
+func (c *RouterConfig) compile() (*compiled, error) {
+	var errs []error
+	out := &compiled{}
+	if c.PostgresURL == "" {
+		errs = append(errs, errors.New("the Debezium router needs postgres.url to read the outbox table's column types"))
+	}
+	names := c.Tables
+	if len(names) == 0 {
+		names = []string{c.Table}
+	}
+	for _, name := range names {
+		schema, table, err := pgsql.SplitTable(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.tables = append(out.tables, schema+"."+table)
+	}
+	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Network.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TopicRegex != "" || c.TopicReplacement != "" {
+		if c.Topic != "" {
+			errs = append(errs, errors.New("routing.topic and routing.topic_regex/topic_replacement both say where events go; set one"))
+		}
+		regex, repl := c.TopicRegex, c.TopicReplacement
+		if regex == "" {
+			regex = DefaultTopicRegex
+		}
+		if repl == "" {
+			repl = DefaultTopicReplacement
+		}
+		tr, err := newTopicRouter(regex, repl)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.topics = tr
+	} else if c.Topic != "" {
+		if err := connector.ValidTopic(c.Topic); err != nil {
+			errs = append(errs, fmt.Errorf("routing.topic: %w", err))
+		}
+	}
+	for _, s := range c.AdditionalFields {
+		f, err := ParseAdditionalField(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.fields = append(out.fields, f)
+		if f.Placement == PlaceEnvelope {
+			if f.Alias == "payload" {
+				errs = append(errs, fmt.Errorf("additional field %q: the envelope already has a payload field", s))
+			}
+			out.envelope = true
+		}
+	}
+	if c.TypeHeader != "" {
+		out.fields = append(out.fields, AdditionalField{Column: c.Columns.Type, Placement: PlaceHeader, Alias: c.TypeHeader})
+	}
+	if !slices.Contains(ValueFormats, c.KeyFormat) {
+		errs = append(errs, fmt.Errorf("routing.key_format: %q is not one of %s", c.KeyFormat, joinFormats(ValueFormats)))
+	}
+	if !slices.Contains(ValueFormats, c.ValueFormat) {
+		errs = append(errs, fmt.Errorf("routing.value_format: %q is not one of %s", c.ValueFormat, joinFormats(ValueFormats)))
+	}
+	if !slices.Contains(HeaderFormats, c.HeaderFormat) {
+		errs = append(errs, fmt.Errorf("routing.header_format: %q is not one of %s", c.HeaderFormat, joinFormats(HeaderFormats)))
+	}
+	for _, d := range []struct {
+		what             string
+		format, delegate Format
+	}{{"key", c.KeyFormat, c.KeyDelegateFormat}, {"value", c.ValueFormat, c.ValueDelegateFormat}} {
+		switch {
+		case d.delegate == "":
+		case !slices.Contains(DelegateFormats, d.delegate):
+			errs = append(errs, fmt.Errorf("routing.%s_delegate_format: %q is not one of %s", d.what, d.delegate, joinFormats(DelegateFormats)))
+		case d.format != FormatBytes:
+			errs = append(errs, fmt.Errorf("routing.%s_delegate_format %q writes what %s_format bytes cannot; it has no use with %s_format %q", d.what, d.delegate, d.what, d.what, d.format))
+		}
+	}
+	// A struct is not bytes: with value_format bytes the delegate writes it.
+	structured := c.ValueFormat.structured() || (c.ValueFormat == FormatBytes && c.ValueDelegateFormat.structured())
+	if out.envelope && !structured {
+		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
+	}
+	if c.ExpandJSONPayload && !structured {
+		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
+	}
+	if c.Avro() {
+		errs = append(errs, c.Registry.validate()...)
+		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
+			// Confluent's RecordNameStrategy fails on any schema that is not
+			// a record; only the envelope makes one.
+			if c.KeyFormat == FormatAvro {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and the key is a column, never a record; use topic", st))
+			}
+			if c.ValueFormat == FormatAvro && !out.envelope {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
+			}
+		}
+	}
+	switch c.JSONNullFields {
+	case "ignore", "optional_bytes":
+	default:
+		errs = append(errs, fmt.Errorf("routing.json_null_fields: %q is not ignore or optional_bytes", c.JSONNullFields))
+	}
+	return out, errors.Join(errs...)
+}
+
+func joinFormats(fs []Format) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
