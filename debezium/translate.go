@@ -506,3 +506,40 @@ func (tr *translator) millis(option, v string) (string, bool) {
 	}
 	return (time.Duration(n) * time.Millisecond).String(), true
 }
+
+// leftovers notes every option no mapping used.
+func (tr *translator) leftovers() {
+	for _, k := range tr.conn.Keys() {
+		if tr.used[k] {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(k, tr.routerPfx); ok && tr.routerPfx != "" {
+			if o, ok := lookup(ScopeRouter, rest); ok {
+				tr.note(k, o.Report, "%s", o.Text)
+			} else {
+				tr.note(k, Warning, "unknown outbox router option; ignored")
+			}
+			continue
+		}
+		if o, ok := lookup(ScopeConnector, k); ok {
+			tr.note(k, o.Report, "%s", o.Text)
+			continue
+		}
+		if o, ok := lookup(ScopeConnect, k); ok {
+			tr.note(k, o.Report, "%s", o.Text)
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "transforms.") || strings.HasPrefix(k, "predicates"):
+			tr.note(k, Info, "belongs to no transform in use; ignored, as Kafka Connect does")
+		case strings.HasPrefix(k, "database.") || strings.HasPrefix(k, "driver."):
+			tr.note(k, Info, "JDBC connection setting; not used")
+		case strings.HasPrefix(k, "snapshot.") || strings.HasPrefix(k, "offset.") || strings.HasPrefix(k, "schema.history.") ||
+			strings.HasPrefix(k, "errors.") || strings.HasPrefix(k, "slot.") || k == "config.action.reload" ||
+			k == "exactly.once.support" || k == "transaction.boundary" || k == "offsets.storage.topic":
+			tr.note(k, Info, "no effect on records")
+		default:
+			tr.note(k, Warning, "unknown option; ignored (check that it does not shape records)")
+		}
+	}
+}
