@@ -3,6 +3,8 @@ package debezium
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -24,21 +26,31 @@ func (t *tableMeta) column(name string) *column {
 	return nil
 }
 
-// catalog says what an outbox table's columns are: name, type, typmod,
-// NOT NULL and default, in table order. The router calls it from its one
-// goroutine, at [Router.Check] and when a row has a column the catalog it
-// has lacks; it does no other I/O. A table that does not exist is a
-// permanent error ([connector.Permanent]); a catalog that cannot be read
-// now is any other error, and is asked again with a later event. ctx
-// bounds the read.
-type catalog interface {
-	table(ctx context.Context, name string) (*tableMeta, error)
+// Catalog says what an outbox table's columns are, as PostgreSQL's
+// catalog does: what Debezium's connector reads through JDBC to type each
+// column, and the defaults that a NULL stands for. The router calls
+// Columns from its one routing goroutine (and from [Router.Check] before
+// routing starts), never concurrently: at Check, and when a row has a
+// column that the columns it has lack, at most once a second. A nil error
+// promises the table's columns in table order; none means the table does
+// not exist or the role cannot see it. An error wrapped by
+// [connector.Permanent] says the table can never be read; any other is
+// tried again with a later event. ctx bounds the read.
+type Catalog interface {
+	Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error)
 }
 
-// catalogFunc is a [catalog] made of a function.
-type catalogFunc func(ctx context.Context, name string) (*tableMeta, error)
-
-func (f catalogFunc) table(ctx context.Context, name string) (*tableMeta, error) { return f(ctx, name) }
+// CatalogColumn is what the catalog says of one column.
+type CatalogColumn struct {
+	Name string
+	// Type is pg_type.typname: int4, varchar, jsonb, ...
+	Type string
+	// TypeMod is pg_attribute.atttypmod: -1 for none.
+	TypeMod int32
+	NotNull bool
+	// Default is pg_get_expr of the column default; "" for none.
+	Default string
+}
 
 // readTimeout bounds one read of the catalogs, whatever the caller's
 // context allows: a catalog that cannot be read within it is tried again
@@ -49,7 +61,7 @@ const readTimeout = 30 * time.Second
 // last read, and whether the configuration fits them. Used from the
 // router's one goroutine.
 type tables struct {
-	catalog catalog
+	catalog Catalog
 	// names are the outbox tables, schema.table; the first is the one of
 	// an event that does not name its table.
 	names []string
@@ -71,7 +83,7 @@ func (ts *tables) check(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	for _, name := range ts.names {
-		t, err := ts.catalog.table(ctx, name)
+		t, err := ts.load(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -110,7 +122,7 @@ func (ts *tables) of(ctx context.Context, e *connector.Event) (*tableMeta, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	t, err := ts.catalog.table(ctx, name)
+	t, err := ts.load(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -118,5 +130,22 @@ func (ts *tables) of(ctx context.Context, e *connector.Event) (*tableMeta, error
 		return nil, connector.Permanent(err)
 	}
 	ts.read[name] = &readTable{meta: t, at: time.Now()}
+	return t, nil
+}
+
+// load reads the catalog of name, schema.table.
+func (ts *tables) load(ctx context.Context, name string) (*tableMeta, error) {
+	schema, table, _ := strings.Cut(name, ".")
+	cols, err := ts.catalog.Columns(ctx, schema, table)
+	if err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s.%s does not exist, or the role cannot see it", schema, table))
+	}
+	t := &tableMeta{schema: schema, table: table, columns: make([]*column, len(cols))}
+	for i, c := range cols {
+		t.columns[i] = &column{name: c.Name, typName: c.Type, typMod: c.TypeMod, notNull: c.NotNull, defaultExpr: c.Default}
+	}
 	return t, nil
 }

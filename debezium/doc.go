@@ -19,7 +19,9 @@
 // wire format (registry.go); a registry that does not answer holds
 // routing, in order, until it does. It types each
 // column as Debezium's connector does, from the outbox table's catalog,
-// since the schemas JsonConverter writes depend on it. [Options] lists
+// since the schemas JsonConverter writes depend on it; a [Catalog] beneath
+// the router reads it, and Route does no other I/O than the catalog and
+// registry reads, both bounded by the caller's context. [Options] lists
 // every option that matters to a migration with its status; the compatibility
 // table of docs/debezium.md is made from it.
 package debezium

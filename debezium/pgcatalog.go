@@ -3,39 +3,34 @@ package debezium
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
 
-// pgCatalog is the [catalog] of a PostgreSQL database: each read opens a
-// connection with the sources' network settings and closes it.
-type pgCatalog struct {
+// PostgresCatalog is the [Catalog] of the PostgreSQL database at url:
+// each read opens a connection with the sources' network settings, which
+// bound the connection and the query, so that a PostgreSQL that does not
+// answer fails the read instead of holding it, and closes it.
+func PostgresCatalog(url string, network pgsql.Network) Catalog {
+	return postgresCatalog{url: url, network: network}
+}
+
+type postgresCatalog struct {
 	url     string
 	network pgsql.Network
 }
 
-// table reads the catalog of name, schema.table.
-func (p pgCatalog) table(ctx context.Context, name string) (*tableMeta, error) {
-	schema, table, _ := strings.Cut(name, ".")
-	return loadTable(ctx, p.url, p.network, schema, table)
-}
-
-// loadTable reads the outbox table's columns: type, NOT NULL and default.
-// A missing table is permanent; a failed connection is not. network bounds
-// the connection and the query, so that a PostgreSQL that does not answer
-// fails the read instead of holding it.
-func loadTable(ctx context.Context, url string, network pgsql.Network, schema, table string) (*tableMeta, error) {
-	cfg, err := pgx.ParseConfig(url)
+// Columns reads the table's columns: type, typmod, NOT NULL and default.
+func (p postgresCatalog) Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error) {
+	cfg, err := pgx.ParseConfig(p.url)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox table's column types: postgres.url: %w", secret.RedactError(err))
 	}
-	network.Apply(&cfg.Config)
+	p.network.Apply(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, secret.RedactError(err))
@@ -45,7 +40,7 @@ func loadTable(ctx context.Context, url string, network pgsql.Network, schema, t
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-	qctx, cancel := network.Query(ctx)
+	qctx, cancel := p.network.Query(ctx)
 	defer cancel()
 	rows, err := conn.Query(qctx, `
 		SELECT a.attname, t.typname, a.atttypmod, a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), '')
@@ -59,19 +54,16 @@ func loadTable(ctx context.Context, url string, network pgsql.Network, schema, t
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox table's column types: %w", err)
 	}
-	t := &tableMeta{schema: schema, table: table}
+	var cols []CatalogColumn
 	for rows.Next() {
-		c := &column{}
-		if err := rows.Scan(&c.name, &c.typName, &c.typMod, &c.notNull, &c.defaultExpr); err != nil {
+		var c CatalogColumn
+		if err := rows.Scan(&c.Name, &c.Type, &c.TypeMod, &c.NotNull, &c.Default); err != nil {
 			return nil, fmt.Errorf("read the outbox table's column types: %w", err)
 		}
-		t.columns = append(t.columns, c)
+		cols = append(cols, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the outbox table's column types: %w", err)
 	}
-	if len(t.columns) == 0 {
-		return nil, connector.Permanent(fmt.Errorf("outbox table %s.%s does not exist, or the role cannot see it", schema, table))
-	}
-	return t, nil
+	return cols, nil
 }

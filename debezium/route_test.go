@@ -274,7 +274,7 @@ type fakeCatalog struct {
 	reads []context.Context
 }
 
-func (f *fakeCatalog) table(ctx context.Context, name string) (*tableMeta, error) {
+func (f *fakeCatalog) Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error) {
 	f.reads = append(f.reads, ctx)
 	if f.err != nil {
 		return nil, f.err
@@ -282,7 +282,26 @@ func (f *fakeCatalog) table(ctx context.Context, name string) (*tableMeta, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &tableMeta{schema: "public", table: "outbox", columns: slices.Clone(f.cols)}, nil
+	return catalogColumns(f.cols), nil
+}
+
+func catalogColumns(cols []*column) []CatalogColumn {
+	out := make([]CatalogColumn, len(cols))
+	for i, c := range cols {
+		out[i] = CatalogColumn{Name: c.name, Type: c.typName, TypeMod: c.typMod, NotNull: c.notNull, Default: c.defaultExpr}
+	}
+	return out
+}
+
+// catalogFunc is a [Catalog] that gives the table a function returns.
+type catalogFunc func(ctx context.Context, name string) (*tableMeta, error)
+
+func (f catalogFunc) Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error) {
+	t, err := f(ctx, schema+"."+table)
+	if err != nil {
+		return nil, err
+	}
+	return catalogColumns(t.columns), nil
 }
 
 type ctxKey struct{}
@@ -376,7 +395,7 @@ func TestRouteAvroEndsWithTheCallersContext(t *testing.T) {
 	failures := 0
 	cfg := RouterConfig{ValueFormat: FormatAvro, Registry: RegistryConfig{URLs: []string{reg.URL}, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}}
 	cfg.PostgresURL = "postgres://unused"
-	r, err := NewRouter(cfg, WithRegistryState(func(err error) {
+	r, err := NewRouter(cfg, WithCatalog(&fakeCatalog{cols: outboxColumns()}), WithRegistryState(func(err error) {
 		if err != nil {
 			if failures++; failures == 3 {
 				cancel()
@@ -386,7 +405,6 @@ func TestRouteAvroEndsWithTheCallersContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.tables.catalog = &fakeCatalog{cols: outboxColumns()}
 	_, err = r.Route(ctx, outboxRow(connector.Column{Name: "payload", Value: []byte("{}")}))
 	var ee *connector.EventError
 	if err == nil || errors.As(err, &ee) || !strings.Contains(err.Error(), "unreachable") {

@@ -15,7 +15,7 @@ import (
 // Router is a [connector.Router] that writes records as Debezium's
 // PostgreSQL connector with the Outbox Event Router and Kafka Connect's
 // converters would. It types the columns by the outbox tables' catalogs,
-// which it gets from a [catalog] beneath it: on first use, and again when
+// which it gets from a [Catalog] beneath it: on first use, and again when
 // a row's columns differ from what it has.
 //
 // Route is called from one goroutine, as the runner does; Router is not
@@ -47,6 +47,13 @@ func WithLogger(l *slog.Logger) RouterOption {
 	return func(r *Router) { r.base, r.log = l, l.With("component", "debezium") }
 }
 
+// WithCatalog sets where the router reads the outbox tables' column types
+// and defaults. Default: [PostgresCatalog] of cfg.PostgresURL and
+// cfg.Network.
+func WithCatalog(c Catalog) RouterOption {
+	return func(r *Router) { r.tables.catalog = c }
+}
+
 // WithRegistryState is called after every request to the Schema Registry
 // with nil when it answered and with the error when it did not, for a
 // readiness probe and a metric. It is called from the routing goroutine
@@ -60,7 +67,7 @@ func WithRegistryState(f func(error)) RouterOption {
 }
 
 // NewRouter returns a router for cfg, or every problem with cfg. It reads
-// the outbox tables' catalogs from cfg.PostgresURL, at [Router.Check] and
+// the outbox tables' catalogs (see [WithCatalog]) at [Router.Check] and
 // when a row has a column the catalog it read lacks.
 func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 	cfg.setDefaults()
@@ -71,7 +78,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 	r := &Router{cfg: cfg, c: c, exp: expander{nullsAsBytes: cfg.JSONNullFields == "optional_bytes"},
 		log: slog.New(slog.DiscardHandler), base: slog.New(slog.DiscardHandler), lastWarn: map[string]time.Time{}}
 	r.tables = tables{
-		catalog: pgCatalog{url: cfg.PostgresURL, network: cfg.Network},
+		catalog: PostgresCatalog(cfg.PostgresURL, cfg.Network),
 		names:   c.tables,
 		fits:    r.check,
 		read:    map[string]*readTable{},

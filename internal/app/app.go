@@ -162,7 +162,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		runOpts = append(runOpts, connector.WithRouter(tr))
 	}
 	if rc != nil {
-		ropts := []debezium.RouterOption{debezium.WithLogger(log)}
+		// The router types columns by the outbox tables' catalogs, read
+		// with the sources' network settings.
+		ropts := []debezium.RouterOption{debezium.WithLogger(log), debezium.WithCatalog(debezium.PostgresCatalog(rc.PostgresURL, rc.Network))}
 		if rc.Avro() {
 			// A registry that does not answer holds routing, which asks
 			// it again until it answers or the runner's publishing stops.
