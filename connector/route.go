@@ -118,7 +118,7 @@ func (r Routing) topic(e *Event, allow *regexp.Regexp) (string, error) {
 	if topic == "" {
 		topic = r.TopicPrefix + e.AggregateType
 		if err := ValidTopic(topic); err != nil {
-			return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", e.AggregateType, err)}
+			return "", &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("aggregate type %q: %w", Shorten(e.AggregateType, maxQuotedTopic), err)}
 		}
 	}
 	if allow != nil && !allow.MatchString(topic) {
@@ -135,7 +135,7 @@ type TopicNotAllowedError struct {
 
 func (e *TopicNotAllowedError) Error() string {
 	// The pattern as written, not quoted, whose backslashes would double.
-	return fmt.Sprintf("topic %q is outside routing.topic_pattern `%s`; if the topic is meant, widen the pattern, else correct the row's aggregate type", e.Topic, e.Pattern)
+	return fmt.Sprintf("topic %q is outside routing.topic_pattern `%s`; if the topic is meant, widen the pattern, else correct the row's aggregate type", Shorten(e.Topic, maxQuotedTopic), e.Pattern)
 }
 
 // compileTopicPattern compiles a TopicPattern to match whole topic names.
@@ -259,6 +259,11 @@ func (c *cachedRouting) Route(_ context.Context, e *Event) (Message, error) {
 	return c.message(e, topic), nil
 }
 
+// maxQuotedTopic is how much of an illegal topic name its error quotes: the
+// name comes from the row, and a 2 MB aggregate type would otherwise make a
+// 2 MB error, logged and carried in the dead letter record's header.
+const maxQuotedTopic = 300
+
 // ValidTopic reports whether name is a legal Kafka topic name: 1 to 249
 // characters of ASCII letters, digits, '.', '_' and '-', and not "." or "..".
 func ValidTopic(name string) error {
@@ -268,7 +273,7 @@ func ValidTopic(name string) error {
 	case name == "." || name == "..":
 		return fmt.Errorf("topic name %q is not allowed by Kafka", name)
 	case len(name) > 249:
-		return fmt.Errorf("topic name %q is %d characters long; Kafka allows 249", name, len(name))
+		return fmt.Errorf("topic name %q is %d characters long; Kafka allows 249", Shorten(name, maxQuotedTopic), len(name))
 	}
 	return validTopicChars(name)
 }
@@ -278,7 +283,7 @@ func validTopicChars(s string) error {
 		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-')
 	}); i >= 0 {
 		c, _ := utf8.DecodeRuneInString(s[i:])
-		return fmt.Errorf("topic name %q has %q at byte %d; Kafka allows only ASCII letters, digits, '.', '_' and '-'", s, c, i)
+		return fmt.Errorf("topic name %q has %q at byte %d; Kafka allows only ASCII letters, digits, '.', '_' and '-'", Shorten(s, maxQuotedTopic), c, i)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -56,6 +57,13 @@ func TestRouteRejectsIllegalTopics(t *testing.T) {
 		var ee *EventError
 		if !errors.As(err, &ee) || ee.EventID != "id-1" {
 			t.Errorf("aggregate type %q: err %v, want an EventError naming id-1", aggType, err)
+		}
+	}
+	// A name from a row can be megabytes: the error quotes a bounded part.
+	for _, aggType := range []string{strings.Repeat("x", 2<<20), strings.Repeat("y", 2<<20) + " z"} {
+		_, err := r.Route(t.Context(), &Event{ID: "id-2", AggregateType: aggType, AggregateID: "k"})
+		if err == nil || len(err.Error()) > 1024 {
+			t.Errorf("a %d-byte aggregate type: error of %d bytes, want one under 1 KiB", len(aggType), len(fmt.Sprint(err)))
 		}
 	}
 }
