@@ -36,6 +36,8 @@ var pollKind = sourceKind{
 		// commits: a kill between the two commits repeats one claim.
 		ExactlyOnceKillRepeats: binaryPollBatch,
 		SeveralInstances:       true,
+		// poll.max_attempts, then the dead-letter table.
+		Quarantines: true,
 	},
 	backlog: func(t *testing.T, e *env) connector.Source {
 		return openPoller(t, poller.Config{URL: e.url, Table: "public." + e.table})
