@@ -3,9 +3,6 @@ package debezium
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/secret"
@@ -26,20 +23,11 @@ type postgresCatalog struct {
 
 // Columns reads the table's columns: type, typmod, NOT NULL and default.
 func (p postgresCatalog) Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error) {
-	cfg, err := pgx.ParseConfig(p.url)
+	conn, err := pgsql.Connect(ctx, p.url, p.network)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: postgres.url: %w", secret.RedactError(err))
+		return nil, fmt.Errorf("read the outbox table's column types: connect: %w", secret.RedactError(err))
 	}
-	p.network.Apply(&cfg.Config)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, secret.RedactError(err))
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
+	defer pgsql.Close(ctx, conn)
 	qctx, cancel := p.network.Query(ctx)
 	defer cancel()
 	rows, err := conn.Query(qctx, `
