@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/secret"
 )
@@ -23,9 +25,13 @@ type postgresCatalog struct {
 
 // Columns reads the table's columns: type, typmod, NOT NULL and default.
 func (p postgresCatalog) Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error) {
-	conn, err := pgsql.Connect(ctx, p.url, p.network)
+	cfg, err := pgsql.Config(p.url, p.network)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox table's column types: connect: %w", secret.RedactError(err))
+		return nil, fmt.Errorf("read the outbox table's column types: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox table's column types: connect within %s: %w", cfg.ConnectTimeout, secret.RedactError(err))
 	}
 	defer pgsql.Close(ctx, conn)
 	qctx, cancel := p.network.Query(ctx)
