@@ -2,8 +2,9 @@ package connector
 
 // Size is the size m takes as a record in an uncompressed v2 record batch
 // of its own, batch header included: what a broker compares with
-// message.max.bytes. The Kafka sink checks the same size before it
-// produces (sink.RecordSize, which a test holds to this one), so the
+// message.max.bytes, and the Java client with max.request.size. The Kafka
+// sink checks this size before it produces (sink's
+// TestRecordLimitIsTheBrokers holds it to the broker to the byte), so the
 // runner can tell whether a dead letter record fits the limit a refusal
 // named without asking the sink again.
 func (m *Message) Size() int {

@@ -227,23 +227,24 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	if size := RecordSize(rec); size > limit {
+	size := m.Size()
+	if size > limit {
 		return &connector.EventError{EventID: m.EventID, Err: &connector.RecordTooLargeError{Size: size, Limit: limit}}
 	}
 	id := m.EventID
 	partitioned := withPartition(ctx, rec, m)
 	if s.txn != nil {
-		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, rec, err)) }, done)
+		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, size, err)) }, done)
 	}
 	s.producer().Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		done(partitioned(classify(id, rec, err)))
+		done(partitioned(classify(id, size, err)))
 	})
 	return nil
 }
 
 // classify turns the errors that say this record can never be written into
 // an [*connector.EventError]; the others stay retryable.
-func classify(eventID string, rec *kgo.Record, err error) error {
+func classify(eventID string, size int, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -251,7 +252,7 @@ func classify(eventID string, rec *kgo.Record, err error) error {
 		// The broker answers for a whole batch, so this may not be this
 		// record's fault; the runner publishes a suspect alone before it
 		// calls it unpublishable.
-		return &connector.EventError{EventID: eventID, Err: &connector.RecordTooLargeError{Size: RecordSize(rec), Cause: err}}
+		return &connector.EventError{EventID: eventID, Err: &connector.RecordTooLargeError{Size: size, Cause: err}}
 	case errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.CorruptMessage):
 		return &connector.EventError{EventID: eventID, Err: fmt.Errorf("the broker refused the record: %w", err)}
 	}

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestRecordLimitIsTheBrokers produces records right at and one byte past
-// the broker's message.max.bytes: RecordSize must agree with the broker to
+// the broker's message.max.bytes: Message.Size must agree with the broker to
 // the byte, so the sink refuses exactly what the broker would.
 func TestRecordLimitIsTheBrokers(t *testing.T) {
 	const limit = 2000
@@ -31,8 +31,7 @@ func TestRecordLimitIsTheBrokers(t *testing.T) {
 		// Varint lengths grow with the value, so search for the exact size.
 		for n := range limit {
 			v := []byte(strings.Repeat("v", n))
-			if sink.RecordSize(&kgo.Record{Key: m.Key, Value: v, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("ev")}}}) == limit+extra {
-				m.Value = v
+			if m.Value = v; m.Size() == limit+extra {
 				return m
 			}
 		}
@@ -75,7 +74,7 @@ func TestRecordLimitIsTheBrokers(t *testing.T) {
 	m := msg(1)
 	res := raw.ProduceSync(ctx, &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("ev")}}})
 	if res.FirstErr() == nil {
-		t.Fatal("the broker accepted a record one byte over its limit; RecordSize overcounts")
+		t.Fatal("the broker accepted a record one byte over its limit; Message.Size overcounts")
 	}
 }
 
