@@ -155,6 +155,13 @@ func testPostgresConnectionsDrop(t *testing.T, kind sourceKind) {
 	warnings, ended := 0, 0
 	for i, a := range relays {
 		ws := warned(t, a, kind.deadConn.warning)
+		if len(ws) > 0 {
+			// Every event can be in Kafka, by the other instance or its
+			// other claims, before this one's source has given up on its
+			// last silent connection and restarted: the restart follows
+			// the WARN within a few query timeouts.
+			a.waitMetric(t, "outboxrelay_source_restarts_total", 30*time.Second, "at least 1 after the relay warned of the dead connection", func(v float64) bool { return v >= 1 })
+		}
 		if kind.deadConn.ended != "" {
 			ended += len(warned(t, a, kind.deadConn.ended))
 		}
@@ -166,9 +173,6 @@ func testPostgresConnectionsDrop(t *testing.T, kind sourceKind) {
 		s, _ := ws[0][kind.deadConn.bound].(string)
 		if d, err := time.ParseDuration(s); err != nil || d < 2*time.Second {
 			t.Errorf("relay %d: the WARN gives %s %q; want at least the 2s bound: %v", i, kind.deadConn.bound, s, ws[0])
-		}
-		if n := a.metric(t, "outboxrelay_source_restarts_total"); n < 1 {
-			t.Errorf("relay %d: source_restarts_total = %v after it warned of the dead connection, want at least 1", i, n)
 		}
 	}
 	if warnings == 0 {
