@@ -52,10 +52,7 @@ func testBackfill(t *testing.T, recreate bool, env ...string) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
-		t.Fatal(err)
-	}
+	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
 	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
@@ -313,10 +310,7 @@ func TestBackfillHandsOverWhenKafkaAcksFirst(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
-		t.Fatal(err)
-	}
+	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
 	slotCfg := fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)
@@ -560,10 +554,7 @@ func TestBackfillAfterFailoverRepeatsLittle(t *testing.T) {
 	srv := testenv.PostgresServerWith(t, map[string]string{"track_commit_timestamp": "on"})
 	url := srv.URL("postgres")
 	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	if _, err := pool.Exec(ctx, `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
-		t.Fatal(err)
-	}
+	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
 	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 100ms\n", name, name)))
@@ -664,4 +655,14 @@ func steadyWriters(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n, txn
 		close(done)
 	}()
 	return done
+}
+
+// createTimestampedOutbox creates the outbox table with an insert-time
+// column, created_at, the kind a backfill can choose rows by.
+func createTimestampedOutbox(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	createOutbox(t, pool, "outbox")
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
 }
