@@ -28,8 +28,10 @@ type Sink struct {
 	cfg Config
 	log *slog.Logger
 
-	// mu guards cl and p, which renew replaces; Client is called from
-	// other goroutines.
+	// mu guards cl and p, which renew replaces; Client, Flush and Abort
+	// are called from other goroutines. renew runs on the publishing
+	// goroutine, the only one that writes them, so Publish and renew
+	// read them without the lock: nothing can change them meanwhile.
 	mu sync.Mutex
 	cl *kgo.Client
 	p  producer
@@ -189,8 +191,8 @@ func (s *Sink) renew(ctx context.Context, topic string) error {
 			return nil
 		}
 	}
-	old := s.client()
-	if s.producer() != producer(old) {
+	old := s.cl
+	if s.p != producer(old) {
 		return nil // a test's producer
 	}
 	if err := old.Flush(ctx); err != nil {
@@ -216,7 +218,7 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	if err := s.renew(ctx, m.Topic); err != nil {
 		return ExplainConnError(s.cfg, err)
 	}
-	limit, err := s.limits.get(ctx, s.client(), m.Topic)
+	limit, err := s.limits.get(ctx, s.cl, m.Topic)
 	if err != nil {
 		return ExplainConnError(s.cfg, err)
 	}
@@ -236,7 +238,7 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	if s.txn != nil {
 		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, size, err)) }, done)
 	}
-	s.producer().Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		done(partitioned(classify(id, size, err)))
 	})
 	return nil
