@@ -96,7 +96,8 @@ func (r Routing) Validate() error {
 // type, key the aggregate id's UTF-8 bytes, value the payload as stored,
 // header `id` the event id, timestamp the commit time. A route that cannot
 // be published (an illegal topic name, or one outside TopicPattern) is an
-// [*EventError]. [NewRouting] routes the same, faster.
+// [*EventError]. [NewRouting] routes a valid Routing (one Validate
+// accepts, as every configuration loaded is) the same, faster.
 func (r Routing) Route(_ context.Context, e *Event) (Message, error) {
 	var allow *regexp.Regexp
 	if r.TopicPattern != "" {

@@ -30,8 +30,9 @@ func (t *tableMeta) column(name string) *column {
 // catalog does: what Debezium's connector reads through JDBC to type each
 // column, and the defaults that a NULL stands for. The router calls
 // Columns from its one routing goroutine (and from [Router.Check] before
-// routing starts), never concurrently: at Check, and when a row has a
-// column that the columns it has lack, at most once a second. A nil error
+// routing starts), never concurrently: at Check; when a row has a column
+// that the columns it has lack, at most once a second; and for a table
+// not yet read, at every event until a read succeeds. A nil error
 // promises the table's columns in table order; none means the table does
 // not exist or the role cannot see it. An error wrapped by
 // [connector.Permanent] says the table can never be read; any other is

@@ -35,7 +35,7 @@ func SplitTable(name string) (schema, table string, err error) {
 		schema, table = "public", name
 	}
 	if schema == "" || table == "" || strings.Contains(table, ".") {
-		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (each part 1 to 63 bytes)", name)
+		return "", "", fmt.Errorf("outbox.table: %q is not schema.table (two names, neither empty)", name)
 	}
 	return schema, table, nil
 }

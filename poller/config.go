@@ -288,7 +288,7 @@ func (c *Config) deadLetterName() (schema, table string, err error) {
 	}
 	schema, table, err = splitTable(c.DeadLetterTable)
 	if err != nil {
-		return "", "", fmt.Errorf("poll.dead_letter_table: %q is not schema.table (each part 1 to 63 bytes)", c.DeadLetterTable)
+		return "", "", fmt.Errorf("poll.dead_letter_table: %q is not schema.table (two names, neither empty)", c.DeadLetterTable)
 	}
 	if err := pgident.CheckKey("poll.dead_letter_table", c.DeadLetterTable, schema, table); err != nil {
 		return "", "", err
