@@ -296,7 +296,7 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	if len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes {
 		// A large transaction goes on in chunks that cannot be
 		// confirmed on their own: only its commit can.
-		return st.emit(ctx, nil)
+		return st.emitWith(ctx, nil, nil)
 	}
 	return nil
 }
@@ -388,14 +388,10 @@ func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
 	return passed
 }
 
-// emit hands the current batch to the runner. While the runner is busy it
-// keeps the status updates going, so the server does not time out a
-// session that is only waiting for Kafka.
-func (st *stream) emit(ctx context.Context, done func(error)) error {
-	return st.emitWith(ctx, nil, done)
-}
-
-// emitWith is emit with a checkpoint for the batch (exactly once, txn.go).
+// emitWith hands the current batch to the runner, with a checkpoint for
+// it (exactly once, txn.go) and its Done, either of which may be nil.
+// While the runner is busy it keeps the status updates going, so the
+// server does not time out a session that is only waiting for Kafka.
 func (st *stream) emitWith(ctx context.Context, mark func() (*connector.Message, error), done func(error)) error {
 	// The batch is gathered in a slice that is reused, and handed on as an
 	// exact copy: growing a new slice for every batch by appending copied
