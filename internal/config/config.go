@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/metrics"
 	"github.com/outboxrelay/outboxrelay/pgsql"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
@@ -202,6 +203,9 @@ func (c *Config) setDefaults() {
 		c.Poll.DeadLetterTable = dlt
 	}
 	c.Kafka.Config.SetDefaults()
+	if c.Metrics.MaxTopics == 0 {
+		c.Metrics.MaxTopics = metrics.DefaultMaxTopics
+	}
 	if c.Kafka.CheckpointTopic == "" {
 		c.Kafka.CheckpointTopic = sink.DefaultCheckpointTopic
 	}
