@@ -50,6 +50,7 @@ type pgFacts struct {
 type pgCheck struct {
 	r             *Report
 	cfg           *config.Config
+	cdc           cdc.Config // cfg's cdc section, with its defaults
 	o             options
 	conn          *pgx.Conn
 	schema, table string
@@ -75,7 +76,8 @@ func (c *pgCheck) report(check string, v pgsql.Verdict) {
 
 func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options) pgFacts {
 	schema, table, _ := cdc.SplitTable(cfg.Outbox.Table) // validated with the config
-	c := &pgCheck{r: r, cfg: cfg, o: o, schema: schema, table: table, tbl: pgx.Identifier{schema, table}.Sanitize()}
+	c := &pgCheck{r: r, cfg: cfg, cdc: cfg.CDCConfig(), o: o, schema: schema, table: table, tbl: pgx.Identifier{schema, table}.Sanitize()}
+	c.cdc.SetDefaults()
 	later := []string{CheckPGTLS, CheckTable, CheckTableGrants, CheckColumns, CheckDeadLetter, CheckTrigger}
 	if cfg.Source == "cdc" {
 		later = []string{CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot}
@@ -102,9 +104,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 
 	publication := ""
 	if cfg.Source == "cdc" {
-		cc := cfg.CDCConfig()
-		cc.SetDefaults()
-		publication = cc.Publication
+		publication = c.cdc.Publication
 	}
 	c.facts, err = pgsql.ReadFacts(cctx, c.conn, publication, pgsql.TableName{Schema: schema, Name: table})
 	if err != nil {
@@ -372,8 +372,7 @@ func (c *pgCheck) sampleAggregateTypes(ctx context.Context) pgFacts {
 }
 
 func (c *pgCheck) checkPublication(tableExists bool) {
-	pub := c.cfg.CDCConfig()
-	pub.SetDefaults()
+	pub := &c.cdc
 	name := pub.Publication
 	plan := c.facts.PublicationPlan()
 	if !plan.Missing {

@@ -9,8 +9,7 @@ import (
 )
 
 func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
-	cc := c.cfg.CDCConfig()
-	cc.SetDefaults()
+	cc := &c.cdc
 	slot := cc.Slot
 	var plugin, database, walStatus string
 	var lag, safe *int64
