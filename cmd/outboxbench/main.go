@@ -39,6 +39,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// kfake in a process of its own (-broker-process).
 		return bench.BrokerMain(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "neighbour" {
+		// A busy neighbour (-neighbour), in a process of its own.
+		return bench.NeighbourMain(ctx, args[1:], os.Stdin, stderr)
+	}
 	if len(args) > 0 && args[0] == "relay" {
 		// The relay itself, with profiling: the benchmark runs this as a
 		// child process when -profile is given.
@@ -64,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")
 	fs.DurationVar(&cfg.ProduceDelay, "produce-delay", 0, "hold every produce request this long before the broker answers, as a replicated cluster's acks=all does")
 	fs.DurationVar(&cfg.PGDelay, "pg-delay", 0, "the relays reach PostgreSQL through a proxy that holds each direction this long, as a network does (a round trip costs twice as much)")
+	fs.Float64Var(&cfg.Neighbour, "neighbour", 0, "while the drains and steady rates run, a process beside the relay burns this many CPUs' worth of time (0.5: half a core), as a busy neighbour on a shared node")
+	fs.StringVar(&cfg.RelayCPUs, "relay-cpus", "", "pin each relay to these CPUs, as taskset(1) takes them (0, 0-1); with -neighbour 1 -relay-cpus 0 on two cores, say, the relay shares its core")
 	fs.StringVar(&cfg.PollMode, "poll-mode", "mark", "the pollers' poll.mode, mark or delete; their tables are readied for it")
 	fs.BoolVar(&cfg.WALDefaults, "wal-defaults", false, "leave full_page_writes, max_wal_size and checkpoint_timeout at PostgreSQL's defaults")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")

@@ -17,7 +17,7 @@ import (
 // TestMain lets this test binary stand in for outboxbench when the
 // benchmark re-executes itself as the profiled relay.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "relay" || os.Args[1] == "broker") {
+	if len(os.Args) > 1 && (os.Args[1] == "relay" || os.Args[1] == "broker" || os.Args[1] == "neighbour") {
 		if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "outboxbench "+os.Args[1]+":", err)
 			os.Exit(1)
@@ -45,6 +45,8 @@ func TestSmoke(t *testing.T) {
 		// The pollers delete what they publish (the default marks it), and
 		// the relays reach PostgreSQL through the delaying proxy.
 		"-poll-mode", "delete", "-pg-delay", "100us",
+		// A neighbour burning a fifth of a core, the relays on CPU 0.
+		"-neighbour", "0.2", "-relay-cpus", "0",
 		"-profile", profiles, "-json", "-",
 	}, &stdout, &stderr)
 	if errors.Is(err, localpg.ErrNotInstalled) {
@@ -66,6 +68,9 @@ func TestSmoke(t *testing.T) {
 	}
 	if !strings.Contains(rep.Relay, "poll.mode delete") || !strings.Contains(rep.Relay, "through a proxy that holds each direction 100µs") {
 		t.Errorf("the report does not say the pollers ran in poll.mode delete, through the delaying proxy: %s", rep.Relay)
+	}
+	if !strings.Contains(rep.Relay, "neighbour process burning 0.2 CPUs") || !strings.Contains(rep.Relay, "pinned to CPUs 0") {
+		t.Errorf("the report does not say a neighbour burned 0.2 CPUs and the relays were pinned to CPU 0: %s", rep.Relay)
 	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL ") || rep.Machine.FranzGo == "" || rep.Machine.Kfake == "" {
 		t.Errorf("machine and versions incomplete: %+v", rep.Machine)

@@ -175,6 +175,17 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := r.phase("backlog", func() error { return r.writeBacklog(ctx) }); err != nil {
 		return nil, err
 	}
+	if cfg.Neighbour > 0 {
+		n, err := startNeighbour(r.self, cfg.Neighbour)
+		if err != nil {
+			return nil, err
+		}
+		defer n.stop()
+		r.rep.Relay += fmt.Sprintf(", beside a neighbour process burning %v CPUs' worth of time while the drains and steady rates run", cfg.Neighbour)
+	}
+	if cfg.RelayCPUs != "" {
+		r.rep.Relay += ", pinned to CPUs " + cfg.RelayCPUs
+	}
 	if err := r.measureDrains(ctx); err != nil {
 		return nil, err
 	}

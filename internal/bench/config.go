@@ -72,6 +72,15 @@ type Config struct {
 	// PollMode is the pollers' poll.mode, mark or delete, and readies
 	// their tables for it. Default mark, the relay's default.
 	PollMode string
+	// Neighbour is how many CPUs' worth of time a process beside the
+	// relay burns while the drains and the steady rates are measured
+	// (0.5: half a core), as a busy neighbour on a shared node does.
+	// Default 0: none.
+	Neighbour float64
+	// RelayCPUs pins each relay to these CPUs, a list as taskset(1) takes
+	// it ("0", "0-1"). Default: any CPU.
+	RelayCPUs string
+	relayCPUs []int
 	// Seed picks the workload; the same seed gives the same events.
 	// Default 1.
 	Seed uint64
@@ -140,6 +149,16 @@ func (c *Config) Validate() error {
 	}
 	if m := poller.Mode(c.PollMode); m != poller.ModeMark && m != poller.ModeDelete {
 		errs = append(errs, fmt.Errorf("poll-mode: %q is not %s or %s", c.PollMode, poller.ModeMark, poller.ModeDelete))
+	}
+	if c.Neighbour < 0 {
+		errs = append(errs, fmt.Errorf("neighbour: %v CPUs cannot be negative", c.Neighbour))
+	}
+	if c.RelayCPUs != "" {
+		cpus, err := parseCPUList(c.RelayCPUs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("relay-cpus: %w", err))
+		}
+		c.relayCPUs = cpus
 	}
 	if c.RateDuration <= 0 {
 		errs = append(errs, fmt.Errorf("rate-duration: %s must be positive", c.RateDuration))

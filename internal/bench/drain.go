@@ -72,6 +72,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		}
 		p, err := startRelay(command, relayConfig{
 			url: r.relayURL, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
+			cpus: r.cfg.relayCPUs,
 		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err

@@ -37,6 +37,8 @@ type relayConfig struct {
 	delivery string
 	// httpAddr is http.listen; empty: any free port.
 	httpAddr string
+	// cpus pins the relay's process to these CPUs; none: any.
+	cpus []int
 }
 
 func (c relayConfig) yaml() string {
@@ -83,7 +85,7 @@ func startRelay(command []string, cfg relayConfig, dir, logDir, name string) (*r
 	// The relay dies with the benchmark, whatever happens to it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	if err := startPinned(p.cmd, cfg.cpus); err != nil {
 		if p.log != nil {
 			p.log.Close()
 		}
