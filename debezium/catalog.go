@@ -37,6 +37,15 @@ func (t *tableMeta) column(name string) *column {
 // not exist or the role cannot see it. An error wrapped by
 // [connector.Permanent] says the table can never be read; any other is
 // tried again with a later event. ctx bounds the read.
+//
+// The sources do not hand these facts with the events: pgoutput's
+// Relation message and the poller's row description carry a column's
+// type and modifier, but not its NOT NULL or its default, and both shape
+// Debezium's schema (an optional field, a field's default). Debezium's
+// own pgoutput decoder reads them from the database for the same reason
+// (PgOutputMessageDecoder, when a Relation message comes). So the router
+// reads them here, behind an interface whose I/O the caller's context
+// bounds, and a test gives it a catalog of its own.
 type Catalog interface {
 	Columns(ctx context.Context, schema, table string) ([]CatalogColumn, error)
 }
