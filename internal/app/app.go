@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 
@@ -201,7 +203,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		what = "outboxrelay backfill starting"
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers)
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0))
+	if limit, from := limitMemory(os.Getenv, "/"); limit > 0 {
+		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
+			"gomemlimit_mib", limit>>20, "share", memoryLimitShare, "from", from)
+	}
 	obs.starting("")
 	if err := r.Run(ctx); err != nil {
 		var lost *cdc.SlotLostError
