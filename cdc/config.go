@@ -68,6 +68,12 @@ type Config struct {
 	// logical decoding message on an ordinary connection (heartbeat.go), so
 	// that the slot advances while the outbox table is idle. Default 0: off.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
+	// MessagePrefixes, when set, makes the logical decoding messages
+	// written with these prefixes, in a transaction
+	// (pg_logical_emit_message(true, prefix, content)), events too: a
+	// table-less outbox (message.go). PostgreSQL 14 and later. Default
+	// none.
+	MessagePrefixes []string `yaml:"message_prefixes" doc:"Also relay, as events, the logical decoding messages written in a transaction with one of these prefixes (pg_logical_emit_message(true, prefix, content)): an outbox without rows, in commit order with the table's events; the content is a JSON object (docs/outbox-messages.md). PostgreSQL 14 and later; like Debezium's message.prefix.include.list with its DecodeLogicalDecodingMessageContent transform." default:"(none)"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
@@ -196,6 +202,20 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))
+	}
+	seenPrefix := map[string]bool{}
+	for _, p := range c.MessagePrefixes {
+		switch {
+		case p == "":
+			errs = append(errs, errors.New("cdc.message_prefixes: a prefix is empty; give the prefix the application passes to pg_logical_emit_message"))
+		case p == HeartbeatPrefix:
+			errs = append(errs, fmt.Errorf("cdc.message_prefixes: %q is the relay's heartbeat's prefix; choose another", p))
+		case seenPrefix[p]:
+			errs = append(errs, fmt.Errorf("cdc.message_prefixes: %q is listed twice", p))
+		case strings.ContainsRune(p, 0):
+			errs = append(errs, fmt.Errorf("cdc.message_prefixes: %q holds a NUL byte, which no prefix can", p))
+		}
+		seenPrefix[p] = true
 	}
 	if c.MaxBatchEvents < 0 || c.MaxBatchBytes < 0 {
 		errs = append(errs, fmt.Errorf("cdc.max_batch_events (%d) and cdc.max_batch_bytes (%d) must not be negative", c.MaxBatchEvents, c.MaxBatchBytes))

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
@@ -164,11 +165,19 @@ func (s *Source) firstCheckpoint(ctx context.Context, snapshot bool) error {
 // startReplication starts streaming from the slot at start.
 func (s *Source) startReplication(ctx context.Context, conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	pub := strings.ReplaceAll(pgx.Identifier{s.cfg.Publication}.Sanitize(), "'", "''")
+	args := []string{"proto_version '1'", "publication_names '" + pub + "'"}
+	if len(s.cfg.MessagePrefixes) > 0 {
+		// pgoutput sends logical decoding messages only when asked
+		// (message.go); it knows the option from PostgreSQL 14.
+		if v := serverVersion(conn); v > 0 && v < 140000 {
+			return connector.Permanent(fmt.Errorf("cdc.message_prefixes needs PostgreSQL 14 or later, whose pgoutput sends logical decoding messages; the server is %s: remove cdc.message_prefixes or upgrade the server",
+				conn.ParameterStatus("server_version")))
+		}
+		args = append(args, "messages 'true'")
+	}
 	startCtx, cancel := s.cfg.Network.Query(ctx)
 	defer cancel()
-	return pglogrepl.StartReplication(startCtx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
-	})
+	return pglogrepl.StartReplication(startCtx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -72,6 +72,9 @@ type stream struct {
 	// for the runner in emit, not reading, does not count as silence.
 	heard    time.Time
 	lastWarn time.Time
+	// lastMsgWarn is when a skipped logical decoding message was last
+	// logged (message.go).
+	lastMsgWarn time.Time
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -233,6 +236,8 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		st.stages = connector.Stages{Sent: st.serverTime, Received: time.Now()}
 		st.origin = "commit " + m.FinalLSN.String()
 		st.txnEvents = 0
+	case *pglogrepl.LogicalDecodingMessage:
+		return st.message(ctx, m)
 	case *pglogrepl.UpdateMessage:
 		st.skip(m.RelationID, "UPDATE")
 	case *pglogrepl.DeleteMessage:
@@ -289,6 +294,12 @@ func (st *stream) insert(ctx context.Context, wal []byte) error {
 	if inv, ok := e.Invalid.(*connector.EventError); ok {
 		st.src.explainMissing(inv, rel, tbl)
 	}
+	return st.add(ctx, e)
+}
+
+// add puts an event of the transaction being received into the batch,
+// handing the batch on when it is full.
+func (st *stream) add(ctx context.Context, e connector.Event) error {
 	st.txnLastID = e.ID
 	st.batch = append(st.batch, e)
 	st.batchBytes += eventBytes(&e)

@@ -43,6 +43,10 @@ type Event struct {
 	// Stages are when the event passed the source's stages, for the
 	// metrics of slow events; zero where a source cannot tell.
 	Stages Stages
+	// Message, when not nil, says the event came from a logical decoding
+	// message (pg_logical_emit_message) rather than a row: a table-less
+	// outbox. Nil for a row.
+	Message *LogicalMessage
 	// Invalid, when not nil, says why this row is not a valid outbox event
 	// (a required column is NULL, say). The runner does not publish it: it
 	// sends it to the dead letter topic or stops with this error.
@@ -186,4 +190,17 @@ func (m ColumnMap) NewEvent(cols []Column, commit time.Time, origin string) Even
 		}
 	}
 	return e
+}
+
+// LogicalMessage is where an event that came from a logical decoding
+// message came from, and what its content said of the payload's kind.
+type LogicalMessage struct {
+	// Prefix is the message's prefix.
+	Prefix string
+	// LSN is the message's position in the WAL.
+	LSN uint64
+	// PayloadText: the content's payload was a JSON string, which
+	// Event.Payload holds unquoted, as a text column would; otherwise
+	// Event.Payload is the JSON value's text, as a json column would.
+	PayloadText bool
 }
