@@ -103,9 +103,14 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 // retries. ctx bounds the catalog read and the Schema Registry's answer:
 // when it ends, Route returns an error that is not the row's.
 func (r *Router) Route(ctx context.Context, e *connector.Event) (connector.Message, error) {
-	t, err := r.tables.of(ctx, e)
-	if err != nil {
-		return connector.Message{}, err
+	var t *tableMeta
+	if e.Message != nil {
+		t = messageTable(r.cfg.Columns, e) // messages.go
+	} else {
+		var err error
+		if t, err = r.tables.of(ctx, e); err != nil {
+			return connector.Message{}, err
+		}
 	}
 	m, err := r.route(ctx, t, e)
 	var notEvent errNotEvent
@@ -322,7 +327,14 @@ func (r *Router) value(ctx context.Context, t *tableMeta, e *connector.Event, to
 		}
 		return e.Payload, nil
 	}
-	schema, payload, err := r.typed(t, e, cfg.Columns.Payload)
+	var schema *Schema
+	var payload any
+	var err error
+	if e.Message != nil {
+		schema, payload, err = r.messagePayload(e)
+	} else {
+		schema, payload, err = r.typed(t, e, cfg.Columns.Payload)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +358,7 @@ func (r *Router) value(ctx context.Context, t *tableMeta, e *connector.Event, to
 				return nil, err
 			}
 		}
-	} else if payload != nil && cfg.ExpandJSONPayload {
+	} else if payload != nil && cfg.ExpandJSONPayload && e.Message == nil {
 		r.warn("expand", "payload is not text; sent as it is, as Debezium does", "event_id", e.ID, "origin", e.Origin)
 	}
 	if blank && cfg.TombstoneOnEmptyPayload {

@@ -193,6 +193,9 @@ type translator struct {
 	formats   map[string]string // debezium.format.* (Server)
 	producer  *Properties       // producer settings
 	prodLabel string            // how producer options are named in notes
+	// decode is the DecodeLogicalDecodingMessageContent transform's name
+	// when it comes before the router (translate_messages.go).
+	decode string
 }
 
 // Translate maps a Debezium configuration to outboxrelay's. Options
@@ -215,6 +218,7 @@ func Translate(f *File, env Env) *Translation {
 	}
 	tr.connector()
 	tr.transforms()
+	tr.messages()
 	tr.converters()
 	tr.producerOptions()
 	tr.leftovers()

@@ -18,6 +18,10 @@ func (tr *translator) transforms() {
 			continue
 		}
 		typ, _ := tr.get("transforms." + name + ".type")
+		if typ == decodeMessageClass {
+			tr.decodeTransform(name)
+			continue
+		}
 		if typ != eventRouterClass {
 			tr.note("transforms."+name, Unsupported, "transform %q (%s) is not supported: outboxrelay applies only the Outbox Event Router (%s), whose records it reproduces", name, typ, eventRouterClass)
 			tr.markPrefix("transforms." + name + ".")
