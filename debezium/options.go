@@ -176,7 +176,7 @@ var Options = []Option{
 	{Name: "producer.override.partitioner.class", Scope: ScopeConnect, Status: No, Text: "outboxrelay partitions by murmur2 of the key, the Java default", Report: Unsupported},
 	{Name: "producer.override.* (others)", Scope: ScopeConnect, Status: NoEffect, Text: "outboxrelay always produces with acks=all and idempotence", Report: Info},
 	{Name: "errors.tolerance", Scope: ScopeConnect, Default: "none", Status: WithNote, Text: "all is not supported: a bad row stops the relay or goes to `kafka.dead_letter_topic`", Report: Warning},
-	{Name: "topic.creation.*", Scope: ScopeConnect, Status: No, Text: "topics are created by the broker's defaults when first written", Report: Warning},
+	{Name: "topic.creation.*", Scope: ScopeConnect, Status: WithNote, Text: "`kafka.topic_creation`: with topic.creation.default.partitions and .replication.factor set, each topic is created before its first record; other default.* keys are topic configs; topic.creation.groups with include/exclude patterns (RE2), the first match winning, unset settings from the default group"},
 	{Name: "config.providers ${file:...}, ${directory:...}, ${env:...}", Scope: ScopeConnect, Status: WithNote, Text: "resolved as Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider would; other providers are refused by name"},
 
 	// Debezium Server.

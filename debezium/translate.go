@@ -39,7 +39,7 @@ type Translation struct {
 // setting is one native key, in the order the translation wrote it.
 type setting struct {
 	key   string
-	value any // string, bool, int or []string
+	value any // string, bool, int, []string or a *yaml.Node
 }
 
 // Err reports every unsupported option at once, each an [*OptionError]
@@ -166,6 +166,8 @@ func put(m *yaml.Node, path []string, v any) {
 
 func valueNode(v any) *yaml.Node {
 	switch x := v.(type) {
+	case *yaml.Node:
+		return x
 	case bool:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(x)}
 	case int:
@@ -221,6 +223,7 @@ func Translate(f *File, env Env) *Translation {
 	tr.messages()
 	tr.converters()
 	tr.producerOptions()
+	tr.topicCreation()
 	tr.leftovers()
 	for _, k := range tr.conn.Keys() {
 		if tr.used[k] {

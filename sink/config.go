@@ -46,6 +46,9 @@ type Config struct {
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.
 	MaxRecordBytes int `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	// TopicCreation creates topics before their first record
+	// (topics.go). Default off.
+	TopicCreation TopicCreation `yaml:"topic_creation"`
 	// TLS and SASL secure the connections to the brokers (security.go).
 	// Default: plaintext, no authentication.
 	TLS  TLS  `yaml:"-"`
@@ -118,6 +121,7 @@ func (c *Config) Validate() error {
 		// The broker counts it in milliseconds, and refuses less than 1s.
 		errs = append(errs, fmt.Errorf("kafka transaction timeout: %s is less than 1s", c.TransactionTimeout))
 	}
+	errs = append(errs, c.TopicCreation.Validate())
 	errs = append(errs, c.validateSecurity()...)
 	return errors.Join(errs...)
 }

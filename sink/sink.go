@@ -44,6 +44,9 @@ type Sink struct {
 	smaller int
 
 	limits *limits
+	// topics creates topics before their first record; nil unless
+	// kafka.topic_creation is enabled (topics.go).
+	topics *creator
 	// txn is the open transaction's state; nil without transactions.
 	txn *txnState
 }
@@ -137,6 +140,9 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	if cfg.TransactionalID != "" {
 		s.txn = &txnState{}
 	}
+	if cfg.TopicCreation.Enabled {
+		s.topics = &creator{cfg: cfg.TopicCreation, known: map[string]struct{}{}}
+	}
 	return s, nil
 }
 
@@ -217,6 +223,11 @@ func (s *Sink) renew(ctx context.Context, topic string) error {
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
 	if err := s.renew(ctx, m.Topic); err != nil {
 		return ExplainConnError(s.cfg, err)
+	}
+	if s.topics != nil {
+		if err := s.topics.ensure(ctx, s.cl, m.Topic); err != nil {
+			return ExplainConnError(s.cfg, err)
+		}
 	}
 	limit, err := s.limits.get(ctx, s.cl, m.Topic)
 	if err != nil {

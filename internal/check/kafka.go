@@ -160,6 +160,27 @@ func checkTopics(ctx context.Context, r *Report, cfg *config.Config, adm *kadm.C
 		}
 		return strings.Join(ts, ", ")
 	}
+	if tc := cfg.Kafka.TopicCreation; tc.Enabled {
+		// The relay creates what is missing before its first record.
+		var plans []string
+		for _, t := range missing {
+			s, group := tc.Settings(t)
+			plan := t + " (" + s.String()
+			if group != "" {
+				plan += ", group " + group
+			}
+			plans = append(plans, plan+")")
+		}
+		switch {
+		case len(missing) > 0:
+			r.pass(CheckKafkaTopics, "kafka.topic_creation will create, before their first records: %s", shown(plans))
+		case len(need) == 0:
+			r.pass(CheckKafkaTopics, "kafka.topic_creation creates each topic before its first record (default: %s); which topics events will need is not known yet", tc.TopicSettings)
+		default:
+			r.pass(CheckKafkaTopics, "every topic needed by %s exists: %s", source, shown(need))
+		}
+		return
+	}
 	switch {
 	case auto == "true":
 		detail := "the brokers create topics on first use (auto.create.topics.enable=true)"
