@@ -74,6 +74,9 @@ type Config struct {
 	// table-less outbox (message.go). PostgreSQL 14 and later. Default
 	// none.
 	MessagePrefixes []string `yaml:"message_prefixes" doc:"Also relay, as events, the logical decoding messages written in a transaction with one of these prefixes (pg_logical_emit_message(true, prefix, content)): an outbox without rows, in commit order with the table's events; the content is a JSON object (docs/outbox-messages.md). PostgreSQL 14 and later; like Debezium's message.prefix.include.list with its DecodeLogicalDecodingMessageContent transform." default:"(none)"`
+	// Cleanup deletes rows the checkpoint proves are in Kafka
+	// (cleanup.go). Default off.
+	Cleanup Cleanup `yaml:"cleanup"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
@@ -156,6 +159,7 @@ func (c *Config) SetDefaults() {
 	if c.Snapshot == "" {
 		c.Snapshot = SnapshotNever
 	}
+	c.Cleanup.SetDefaults()
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = 1000
 	}
@@ -203,6 +207,7 @@ func (c *Config) Validate() error {
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))
 	}
+	errs = append(errs, c.Cleanup.Validate())
 	seenPrefix := map[string]bool{}
 	for _, p := range c.MessagePrefixes {
 		switch {

@@ -29,6 +29,7 @@ type Source struct {
 	pos position
 
 	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
+	cleaned atomic.Int64 // rows cdc.cleanup deleted (cleanup.go)
 
 	// The checkpoint (checkpoint.go).
 	openStore    OpenCheckpoints
@@ -185,6 +186,7 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		}
 	}
 	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
+	defer s.startCleanup(ctx)()   // cleanup.go; off unless cdc.cleanup.enabled
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 

@@ -157,7 +157,7 @@ func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool
 	case "cdc":
 		cc := cfg.CDCConfig()
 		cc.SetDefaults()
-		o.Publication = cc.Publication
+		o.Publication, o.Cleanup = cc.Publication, cc.Cleanup.Enabled
 		if !noSlot {
 			o.Slot = cc.Slot
 		}

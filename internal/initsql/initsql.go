@@ -33,6 +33,9 @@ type Options struct {
 	// Publication and Slot are the cdc source's; Slot empty skips creating
 	// the slot.
 	Publication, Slot string
+	// Cleanup: the cdc source deletes rows Kafka has (cdc.cleanup), and
+	// needs DELETE on the table.
+	Cleanup bool
 	// PollerDDL is the poller's own DDL (poller.DDL): its columns, index,
 	// dead-letter table and notify trigger. DeadLetterSchema and
 	// DeadLetterTable name the table the poller inserts failed rows into.
@@ -131,6 +134,11 @@ func Build(o Options) (Script, error) {
 	add("", "GRANT USAGE ON SCHEMA %s TO %s;", ident(o.Schema), role)
 	switch o.Source {
 	case "cdc":
+		if o.Cleanup {
+			add("The relay reads the table (the initial lookup of its columns, and logical\nreplication, which checks SELECT) and deletes the rows whose events Kafka\nhas, once older than cdc.cleanup.retention (DELETE).",
+				"GRANT SELECT, DELETE ON TABLE %s TO %s;", tbl, role)
+			break
+		}
 		add("Reading the table is all the relay does with it: the initial lookup of its\ncolumns, and logical replication, which checks SELECT.",
 			"GRANT SELECT ON TABLE %s TO %s;", tbl, role)
 	case "poll":

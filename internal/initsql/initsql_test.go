@@ -290,3 +290,27 @@ func TestBuildRefusesLineBreaks(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildCleanupGrantsDelete: with cdc.cleanup the cdc role may delete
+// from the table; without it, it only reads.
+func TestBuildCleanupGrantsDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cleanup bool
+		want    string
+	}{
+		{"cleanup", true, `GRANT SELECT, DELETE ON TABLE "public"."outbox" TO "relay";`},
+		{"no cleanup", false, `GRANT SELECT ON TABLE "public"."outbox" TO "relay";`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := initsql.Build(initsql.Options{Source: "cdc", Schema: "public", Table: "outbox", Database: "d", Role: "relay",
+				Publication: "outboxrelay", Cleanup: tc.cleanup})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(s.String(), tc.want) {
+				t.Errorf("the script lacks %s:\n%s", tc.want, s)
+			}
+		})
+	}
+}
