@@ -137,6 +137,9 @@ func (s *Source) startCleanup(ctx context.Context) (stop func()) {
 // CleanedRows counts the outbox rows cleanup deleted.
 func (s *Source) CleanedRows() int64 { return s.cleaned.Load() }
 
+// CleanupErrors counts the cleanup rounds that failed.
+func (s *Source) CleanupErrors() int64 { return s.cleanupErrs.Load() }
+
 func (c *cleaner) close(ctx context.Context) {
 	if c.conn != nil {
 		pgsql.Close(ctx, c.conn)
@@ -155,6 +158,7 @@ func (c *cleaner) round(ctx context.Context) {
 		return
 	}
 	if err != nil {
+		s.cleanupErrs.Add(1)
 		c.close(ctx)
 		err = classify("clean the outbox table", err)
 		var pe *pgconn.PgError

@@ -28,8 +28,9 @@ type Source struct {
 	// from it.
 	pos position
 
-	skipped atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
-	cleaned atomic.Int64 // rows cdc.cleanup deleted (cleanup.go)
+	skipped     atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
+	cleaned     atomic.Int64 // rows cdc.cleanup deleted (cleanup.go)
+	cleanupErrs atomic.Int64 // cdc.cleanup rounds that failed
 
 	// The checkpoint (checkpoint.go).
 	openStore    OpenCheckpoints

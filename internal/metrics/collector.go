@@ -24,7 +24,11 @@ var (
 	standbyDesc = prometheus.NewDesc(Namespace+"_standby",
 		"1 while the relay waits, as a standby, for another session to let go of the replication slot (cdc only).", nil, nil)
 	skippedDesc = prometheus.NewDesc(Namespace+"_skipped_changes_total",
-		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).", nil, nil)
+		"Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE), and non-transactional logical decoding messages of a cdc.message_prefixes prefix, skipped (cdc only).", nil, nil)
+	cleanedDesc = prometheus.NewDesc(Namespace+"_cdc_cleanup_deleted_rows_total",
+		"Outbox rows cdc.cleanup deleted, their events proven in Kafka (cdc only).", nil, nil)
+	cleanupErrDesc = prometheus.NewDesc(Namespace+"_cdc_cleanup_errors_total",
+		"cdc.cleanup rounds that failed (no DELETE grant, a lost connection); the table keeps its rows meanwhile (cdc only).", nil, nil)
 	slotLossesDesc = prometheus.NewDesc(Namespace+"_replication_slot_losses_total", slotLossesHelp, []string{"cause"}, nil)
 	slotLostDesc   = prometheus.NewDesc(Namespace+"_replication_slot_lost", slotLostHelp, []string{"cause"}, nil)
 	confirmedDesc  = prometheus.NewDesc(Namespace+"_cdc_confirmed_lsn",
@@ -43,7 +47,7 @@ const (
 type relayCollector struct{ m *Metrics }
 
 func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, activeDesc, standbyDesc, skippedDesc, slotLossesDesc, slotLostDesc, confirmedDesc, backlogErrDesc} {
+	for _, d := range []*prometheus.Desc{inFlightDesc, oldestDesc, backlogDesc, sourceUpDesc, activeDesc, standbyDesc, skippedDesc, cleanedDesc, cleanupErrDesc, slotLossesDesc, slotLostDesc, confirmedDesc, backlogErrDesc} {
 		ch <- d
 	}
 }
@@ -103,6 +107,10 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
 
+	if stats.cleaner != nil {
+		ch <- prometheus.MustNewConstMetric(cleanedDesc, prometheus.CounterValue, float64(stats.cleaner.CleanedRows()))
+		ch <- prometheus.MustNewConstMetric(cleanupErrDesc, prometheus.CounterValue, float64(stats.cleaner.CleanupErrors()))
+	}
 	if stats.skips != nil {
 		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.CounterValue, float64(stats.skips.SkippedChanges()))
 	}

@@ -358,7 +358,7 @@ func TestSourceCountsBatchesAndRestarts(t *testing.T) {
 		t.Errorf("restarts = %v, want 1 after two runs", got)
 	}
 	want := `
-# HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE) and were skipped (cdc only).
+# HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE), and non-transactional logical decoding messages of a cdc.message_prefixes prefix, skipped (cdc only).
 # TYPE outboxrelay_skipped_changes_total counter
 outboxrelay_skipped_changes_total 7
 # HELP outboxrelay_source_up 1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.

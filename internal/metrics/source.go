@@ -21,6 +21,15 @@ type SkipCounter interface {
 	SkippedChanges() int64
 }
 
+// Cleaner is a source that deletes outbox rows Kafka has (the CDC source
+// with cdc.cleanup).
+type Cleaner interface {
+	// CleanedRows is the number of rows deleted since the source was made.
+	CleanedRows() int64
+	// CleanupErrors is the number of cleanup rounds that failed.
+	CleanupErrors() int64
+}
+
 // SlotLossCounter is a source that notices when its replication slot is
 // lost (the CDC source).
 type SlotLossCounter interface {
@@ -73,6 +82,7 @@ type Streamer interface {
 
 type sourceStats struct {
 	skips    SkipCounter
+	cleaner  Cleaner
 	lsn      LSNConfirmer
 	backlog  Backlogger
 	streamer Streamer
@@ -98,6 +108,7 @@ func (m *Metrics) Source(src connector.Source) connector.Source {
 	m.mu.Lock()
 	m.stats = sourceStats{}
 	m.stats.skips, _ = src.(SkipCounter)
+	m.stats.cleaner, _ = src.(Cleaner)
 	m.stats.lsn, _ = src.(LSNConfirmer)
 	m.stats.backlog, _ = src.(Backlogger)
 	m.stats.streamer, _ = src.(Streamer)
