@@ -227,9 +227,14 @@ func (c *pgCheck) checkTable() bool {
 
 	need := map[string]bool{"SELECT": sel}
 	why := "SELECT on the outbox table"
-	if c.cfg.Source == "poll" {
+	cleanup := c.cfg.Source == "cdc" && c.cfg.CDC.Cleanup.Enabled
+	switch {
+	case c.cfg.Source == "poll":
 		need["UPDATE"], need["DELETE"] = upd, del
 		why = "SELECT, UPDATE and DELETE, to claim, mark and delete rows"
+	case cleanup:
+		need["DELETE"] = del
+		why = "SELECT, and DELETE for cdc.cleanup"
 	}
 	var missing []string
 	for _, p := range []string{"SELECT", "UPDATE", "DELETE"} {
@@ -248,6 +253,10 @@ func (c *pgCheck) checkTable() bool {
 		fixes = append(fixes, fmt.Sprintf("GRANT %s ON TABLE %s TO %s;", strings.Join(missing, ", "), c.tbl, c.role))
 	}
 	switch {
+	case len(lacks) > 0 && cleanup && !del:
+		c.r.add(Fail, CheckTableGrants, fmt.Sprintf("role %q lacks %s; it needs %s", c.user, strings.Join(lacks, " and "), why),
+			"as the table's owner: "+strings.Join(fixes, " ")+" (outboxrelay init grants it), or turn cdc.cleanup off")
+		return true
 	case len(lacks) > 0 && c.cfg.Source == "cdc":
 		// Logical decoding does not check table privileges (the walsender
 		// streams what the publication names), so the relay runs; SELECT

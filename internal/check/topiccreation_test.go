@@ -32,3 +32,19 @@ func TestTopicCreationReported(t *testing.T) {
 		t.Error("an existing topic is reported as to be created")
 	}
 }
+
+// TestCleanupNeedsDelete: with cdc.cleanup on, a role without DELETE on
+// the table fails the grants check, saying what to grant; with it, the
+// check passes and says why DELETE is there.
+func TestCleanupNeedsDelete(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := newSetup(ctx, t, testenv.Postgres(t))
+	s.yaml["cdc"] = "cdc:\n  create_publication: false\n  cleanup:\n    enabled: true\n"
+	cfg, _ := s.config(t)
+	r, _ := run(ctx, t, cfg)
+	expect(t, r, check.CheckTableGrants, check.Fail, "lacks DELETE", "cdc.cleanup", "GRANT DELETE ON TABLE")
+	s.exec(ctx, t, "GRANT DELETE ON outbox TO "+s.role)
+	r, _ = run(ctx, t, cfg)
+	expect(t, r, check.CheckTableGrants, check.Pass, "DELETE for cdc.cleanup")
+}
