@@ -25,12 +25,13 @@ func emitSQL(prefix, id, aggID string, seq int) string {
 // written; messages of other prefixes, non-transactional ones and those
 // of a transaction that rolled back are not events; a message whose
 // content is not an event goes to the dead letter topic naming the
-// message and the problem, and the events after it still arrive.
+// message and the problem, and the events after it still arrive. The
+// relay's own heartbeat messages, sent now too, are not events.
 func TestCDCLogicalMessagesInCommitOrder(t *testing.T) {
 	e := newEnv(t, cdcKind)
 	ctx := context.Background()
 	src := openCDC(t, cdc.Config{URL: e.url, Table: "public.outbox", Slot: e.name, Publication: e.name,
-		MessagePrefixes: []string{"outbox", "outbox-b"}})
+		MessagePrefixes: []string{"outbox", "outbox-b"}, HeartbeatInterval: 100 * time.Millisecond})
 	r := startRelay(t, src, e.brokers, connector.RunnerConfig{DeadLetterTopic: "dlq"}, sink.Config{})
 	waitSlotActive(ctx, t, e.pool, e.name)
 
