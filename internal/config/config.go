@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -248,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if checkPoll {
 		errs = append(errs, c.validatePoll())
+		if c.Source == "poll" && len(c.CDC.MessagePrefixes) > 0 {
+			errs = append(errs, fmt.Errorf("cdc.message_prefixes (%s) needs source cdc: the poller reads rows, not the WAL, so no logical decoding message would ever be relayed", strings.Join(c.CDC.MessagePrefixes, ", ")))
+		}
 	}
 	sc := c.SinkConfig()
 	sc.SetDefaults()

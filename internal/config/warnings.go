@@ -40,6 +40,9 @@ func (c *Config) Warnings() []string {
 		out = append(out, fmt.Sprintf("postgres.url: sslmode=%s %s, so the password and every event may cross the network to %s in the clear; set sslmode=verify-full and sslrootcert=<the CA's certificate file> in postgres.url (sslmode=require encrypts without checking the server's identity)",
 			mode, how, strings.Join(hosts, ", ")))
 	}
+	if c.Source == SourcePoll && c.CDC.Cleanup.Enabled {
+		out = append(out, "cdc.cleanup.enabled has no effect with source poll, whose rows poll.retention deletes; remove it")
+	}
 	if c.Kafka.TLS.InsecureSkipVerify {
 		out = append(out, "kafka.tls.insecure_skip_verify is true: the brokers' certificates are not checked, so anyone between can pose as a broker and read or change every event; set kafka.tls.ca_file to the CA that signs them (unset, the system's roots) and remove insecure_skip_verify")
 	}
