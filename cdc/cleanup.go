@@ -108,7 +108,10 @@ type cleaner struct {
 // startCleanup starts cleanup when cdc.cleanup.enabled; the returned
 // function stops it and waits for it to exit.
 func (s *Source) startCleanup(ctx context.Context) (stop func()) {
-	if !s.cfg.Cleanup.Enabled {
+	if !s.cfg.Cleanup.Enabled || s.backfill != nil {
+		// A backfill reads the table; it deletes nothing from it. Its
+		// checkpoint moves to a new slot's position, past rows it is
+		// still publishing from the table.
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
