@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // The Avro schema of a Connect schema is the one Confluent's AvroConverter
@@ -22,6 +23,40 @@ const (
 	avroNamespace   = "io.confluent.connect.avro"
 	avroDefaultName = "ConnectDefault"
 )
+
+// avroFormat is Confluent's AvroConverter as a [schemaFormat].
+type avroFormat struct{}
+
+func (avroFormat) name() string              { return "Avro" }
+func (avroFormat) schemaType() sr.SchemaType { return sr.TypeAvro }
+func (avroFormat) derive(s *Schema) (string, error) {
+	return avroSchema(s)
+}
+func (avroFormat) recordName(s *Schema) string { return avroFullName(s) }
+
+// null: AvroConverter writes a null value as a null record
+// (AbstractKafkaAvroSerializer returns null for a null object), and Struct
+// .get gives a null's default first.
+func (avroFormat) null(s *Schema, v any) bool {
+	return v == nil && (s == nil || (s.Optional && s.Default == nil))
+}
+
+// parse uses a cache of its own for each schema: the shared one would
+// hold the first definition of a record name, and an expanded payload's
+// records change shape from event to event.
+func (avroFormat) parse(text string, _ *Schema) (any, error) {
+	return avro.ParseWithCache(text, "", &avro.SchemaCache{})
+}
+
+func (avroFormat) encode(parsed any, s *Schema, v any) ([]int, []byte, error) {
+	as := parsed.(avro.Schema)
+	native, err := avroValue(as, s, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := avro.Marshal(as, native)
+	return nil, b, err
+}
 
 // avroSchema returns the Avro schema text for s.
 func avroSchema(s *Schema) (string, error) {

@@ -36,13 +36,41 @@ const (
 	// the Connect schema is registered in a Schema Registry and the record
 	// is written in the Confluent wire format (avro.go, registry.go).
 	FormatAvro Format = "avro"
+	// FormatJSONSR is Confluent's io.confluent.connect.json.JsonSchemaConverter:
+	// the JSON Schema JsonSchemaData derives from the Connect schema is
+	// registered (schemaType JSON), and the record is its JSON in the
+	// Confluent wire format (jsonschema.go). ksqlDB calls it JSON_SR.
+	FormatJSONSR Format = "json_sr"
+	// FormatProtobuf is Confluent's io.confluent.connect.protobuf.ProtobufConverter:
+	// the .proto ProtobufData derives is registered (schemaType PROTOBUF),
+	// and the record is the message in the Confluent wire format, message
+	// indexes included (protobuf.go).
+	FormatProtobuf Format = "protobuf"
 	// FormatSimple is org.apache.kafka.connect.storage.SimpleHeaderConverter,
 	// Kafka Connect's default header converter; headers only.
 	FormatSimple Format = "simple"
 )
 
 // ValueFormats are the formats a key or value can have.
-var ValueFormats = []Format{FormatRaw, FormatString, FormatJSON, FormatJSONSchema, FormatBytes, FormatAvro}
+var ValueFormats = []Format{FormatRaw, FormatString, FormatJSON, FormatJSONSchema, FormatBytes, FormatAvro, FormatJSONSR, FormatProtobuf}
+
+// UsesRegistry reports whether f registers its schemas in the Schema
+// Registry: avro, json_sr, protobuf.
+func (f Format) UsesRegistry() bool { return registryFormat(f) != nil }
+
+// registryFormat is the [schemaFormat] of a format that registers its
+// schemas in the Schema Registry, or nil.
+func registryFormat(f Format) schemaFormat {
+	switch f {
+	case FormatAvro:
+		return avroFormat{}
+	case FormatJSONSR:
+		return jsonSRFormat{}
+	case FormatProtobuf:
+		return protobufFormat{}
+	}
+	return nil
+}
 
 // DelegateFormats are the formats that can write, for FormatBytes, a key or
 // value that is not bytes: the converters Debezium's pass-through
@@ -55,7 +83,7 @@ var HeaderFormats = []Format{FormatRaw, FormatSimple, FormatJSON, FormatJSONSche
 // structured reports whether f can write a struct (envelope fields, an
 // expanded payload).
 func (f Format) structured() bool {
-	return f == FormatString || f == FormatJSON || f == FormatJSONSchema || f == FormatAvro
+	return f == FormatString || f == FormatJSON || f == FormatJSONSchema || registryFormat(f) != nil
 }
 
 // convert writes v, of schema s, as the key or value converter f does.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -128,25 +127,57 @@ func (c *RegistryConfig) validate() []error {
 	return errs
 }
 
-// maxCachedSchemas bounds each cache of the avro writer: schemas are few
-// (a table's columns, an expanded payload's shape), but they are made
+// maxCachedSchemas bounds each cache of the registry writer: schemas are
+// few (a table's columns, an expanded payload's shape), but they are made
 // from input. Past the bound a cache starts over.
 const maxCachedSchemas = 1024
 
-// avroSerde writes keys and values as Confluent's AvroConverter does:
-// the Avro schema registered in the Schema Registry, then the record in
-// the Confluent wire format (magic byte 0, the schema id as 4 bytes big
-// endian, the Avro binary encoding). It is used from the router's one
-// goroutine.
-type avroSerde struct {
+// schemaFormat is what one of Confluent's schema converters adds to the
+// registry client they share (AbstractKafkaSchemaSerDe): the schema it
+// derives from a Connect schema, and the record it writes with a
+// registered one. Its methods are called from the router's goroutine.
+type schemaFormat interface {
+	// name names the format in errors: "Avro", "JSON Schema", "Protobuf".
+	name() string
+	// schemaType is the schemaType the schema is registered with.
+	schemaType() sr.SchemaType
+	// null reports whether v, of schema s, is written as a null record,
+	// without a schema: each converter has its own rule.
+	null(s *Schema, v any) bool
+	// derive returns the schema text the converter registers for s.
+	derive(s *Schema) (string, error)
+	// parse prepares text, derived or the subject's latest, for writing
+	// records; its error is the event's and is not retried.
+	parse(text string, s *Schema) (any, error)
+	// recordName is the name RecordNameStrategy gives the schema of s, a
+	// required struct.
+	recordName(s *Schema) string
+	// encode writes v, of schema s, with the parsed schema: the message
+	// indexes the wire format carries after the schema id (Protobuf's;
+	// nil for the others), and the record's bytes.
+	encode(parsed any, s *Schema, v any) (index []int, body []byte, err error)
+}
+
+// registrySerde writes keys and values as Confluent's schema converters
+// do (AvroConverter, JsonSchemaConverter, ProtobufConverter): the schema
+// derived from the Connect schema is registered in the Schema Registry,
+// then the record is written in the Confluent wire format (magic byte 0,
+// the schema id as 4 bytes big endian, the format's own bytes). What is
+// common to the three (subjects, the registry's answers, waiting for it)
+// is here; what differs is a [schemaFormat]. It is used from the
+// router's one goroutine.
+type registrySerde struct {
 	cfg   RegistryConfig
 	cl    *sr.Client
 	log   *slog.Logger
 	state func(error)
+	// formats are the key's and the value's; nil for one the registry
+	// does not write.
+	formats [2]schemaFormat
 
 	// ids are the registered schemas, by subject and schema text.
 	ids map[subjectSchema]registered
-	// last are the key's and the value's last Connect schema and its Avro
+	// last are the key's and the value's last Connect schema and its
 	// text: the router builds a new Connect schema for every record, most
 	// often equal to the one before, whose text need not be made again.
 	last [2]struct {
@@ -162,14 +193,15 @@ type avroSerde struct {
 type subjectSchema struct{ subject, schema string }
 
 // registered is a schema's id and the schema records are written with:
-// the one derived, or with use_latest_version the subject's latest.
+// the one derived, or with use_latest_version the subject's latest, as
+// its format parsed it.
 type registered struct {
 	id     int
-	schema avro.Schema
+	schema any
 }
 
 // NewRegistryClient is the Schema Registry client cfg describes, for the
-// avro format and for `outboxrelay check`.
+// registry formats and for `outboxrelay check`.
 func NewRegistryClient(cfg RegistryConfig) (*sr.Client, error) {
 	cfg.setDefaults()
 	tc, err := cfg.TLS.Config(tlsKey)
@@ -193,29 +225,36 @@ func NewRegistryClient(cfg RegistryConfig) (*sr.Client, error) {
 	return cl, nil
 }
 
-func newAvroSerde(cfg RegistryConfig) (*avroSerde, error) {
+// newRegistrySerde writes the key in format key and the value in format
+// value; either may be nil.
+func newRegistrySerde(cfg RegistryConfig, key, value schemaFormat) (*registrySerde, error) {
 	cl, err := NewRegistryClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &avroSerde{cfg: cfg, cl: cl, log: slog.New(slog.DiscardHandler), state: func(error) {},
-		ids: map[subjectSchema]registered{}}, nil
+	return &registrySerde{cfg: cfg, cl: cl, log: slog.New(slog.DiscardHandler), state: func(error) {},
+		formats: [2]schemaFormat{key, value}, ids: map[subjectSchema]registered{}}, nil
+}
+
+// newAvroSerde writes keys and values as Avro.
+func newAvroSerde(cfg RegistryConfig) (*registrySerde, error) {
+	return newRegistrySerde(cfg, avroFormat{}, avroFormat{})
 }
 
 // subject names the subject of a key or value schema on topic. The
 // record strategies name it after a record, which only a required struct
 // (an envelope) is: Confluent's RecordNameStrategy.getRecordName throws
 // for any other schema, and so does this.
-func (a *avroSerde) subject(topic string, isKey bool, s *Schema) (string, error) {
+func (a *registrySerde) subject(f schemaFormat, topic string, isKey bool, s *Schema) (string, error) {
 	switch a.cfg.SubjectNameStrategy {
 	case SubjectRecord, SubjectTopicRecord:
 		if s.Type != TypeStruct || s.Optional {
-			return "", fmt.Errorf("subject_name_strategy %s names the subject after an Avro record, and this schema is not one (only envelope fields make the value a record)", a.cfg.SubjectNameStrategy)
+			return "", fmt.Errorf("subject_name_strategy %s names the subject after a record, and this schema is not one (only envelope fields make the value a record)", a.cfg.SubjectNameStrategy)
 		}
 		if a.cfg.SubjectNameStrategy == SubjectRecord {
-			return avroFullName(s), nil
+			return f.recordName(s), nil
 		}
-		return topic + "-" + avroFullName(s), nil
+		return topic + "-" + f.recordName(s), nil
 	}
 	if isKey {
 		return topic + "-key", nil
@@ -223,45 +262,43 @@ func (a *avroSerde) subject(topic string, isKey bool, s *Schema) (string, error)
 	return topic + "-value", nil
 }
 
-// encode writes v, of Connect schema s, for topic. A null value is a null
-// record, as the converter writes it, and registers nothing.
-func (a *avroSerde) encode(ctx context.Context, topic string, isKey bool, s *Schema, v any) ([]byte, error) {
-	if v == nil && (s == nil || (s.Optional && s.Default == nil)) {
+// encode writes v, of Connect schema s, for topic. A value its format
+// writes as a null record registers nothing.
+func (a *registrySerde) encode(ctx context.Context, topic string, isKey bool, s *Schema, v any) ([]byte, error) {
+	i := 1
+	if isKey {
+		i = 0
+	}
+	f := a.formats[i]
+	if f.null(s, v) {
 		return nil, nil
 	}
 	if s == nil {
-		return nil, errors.New("a value without a schema cannot be written as Avro")
+		return nil, fmt.Errorf("a value without a schema cannot be written as %s", f.name())
 	}
-	last := &a.last[0]
-	if !isKey {
-		last = &a.last[1]
-	}
+	last := &a.last[i]
 	text := last.text
 	if !s.equal(last.s) {
 		var err error
-		if text, err = avroSchema(s); err != nil {
+		if text, err = f.derive(s); err != nil {
 			return nil, err
 		}
 		last.s, last.text = s, text
 	}
-	subject, err := a.subject(topic, isKey, s)
+	subject, err := a.subject(f, topic, isKey, s)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := a.lookup(ctx, subject, text)
+	reg, err := a.lookup(ctx, f, s, subject, text)
 	if err != nil {
 		return nil, err
 	}
-	native, err := avroValue(reg.schema, s, v)
-	if err != nil {
-		return nil, err
-	}
-	var h sr.ConfluentHeader
-	b, _ := h.AppendEncode(make([]byte, 0, 64), reg.id, nil)
-	body, err := avro.Marshal(reg.schema, native)
+	index, body, err := f.encode(reg.schema, s, v)
 	if err != nil {
 		return nil, fmt.Errorf("encode with schema %d of subject %q: %w", reg.id, subject, err)
 	}
+	var h sr.ConfluentHeader
+	b, _ := h.AppendEncode(make([]byte, 0, 16+len(body)), reg.id, index)
 	return append(b, body...), nil
 }
 
@@ -270,7 +307,7 @@ func (a *avroSerde) encode(ctx context.Context, topic string, isKey bool, s *Sch
 // registry does not answer it tries again with backoff, without end: no
 // record goes out without its schema, and what waits behind it waits in
 // order. It returns early only when ctx ends, with an [errNotEvent].
-func (a *avroSerde) lookup(ctx context.Context, subject, text string) (registered, error) {
+func (a *registrySerde) lookup(ctx context.Context, f schemaFormat, s *Schema, subject, text string) (registered, error) {
 	key := subjectSchema{subject, text}
 	if r, ok := a.ids[key]; ok {
 		return r, nil
@@ -279,7 +316,7 @@ func (a *avroSerde) lookup(ctx context.Context, subject, text string) (registere
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = a.cfg.RetryMin, a.cfg.RetryMax, 0
 	bo.Reset()
 	for attempt := 1; ; attempt++ {
-		r, err := a.call(ctx, subject, text)
+		r, err := a.call(ctx, f, s, subject, text)
 		if err != nil && ctx.Err() != nil {
 			// The relay is stopping; the request was cut short, which
 			// says nothing about the registry.
@@ -319,22 +356,19 @@ func (a *avroSerde) lookup(ctx context.Context, subject, text string) (registere
 	}
 }
 
-// call makes one request: register, look up, or fetch the latest.
-func (a *avroSerde) call(ctx context.Context, subject, text string) (registered, error) {
+// call makes one request: register, look up, or fetch the latest. The
+// derived schema is parsed before it is sent, so that one the format
+// refuses (a JSON key that is no Avro name, say) is this event's error,
+// as under Confluent's converter, and is not registered.
+func (a *registrySerde) call(ctx context.Context, f schemaFormat, s *Schema, subject, text string) (registered, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	// A cache of its own for each schema: the shared one would hold the
-	// first definition of a record name, and an expanded payload's
-	// records change shape from event to event. The derived schema is
-	// parsed before it is sent, so that one Avro refuses (a JSON key that
-	// is no Avro name, say) is this event's error, as under Confluent's
-	// converter, and is not registered.
-	parse := func(text string) (avro.Schema, error) {
-		s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+	parse := func(text string) (any, error) {
+		parsed, err := f.parse(text, s)
 		if err != nil {
-			return nil, errNotRetryable{fmt.Errorf("the Avro schema for subject %q is not valid Avro: %w", subject, err)}
+			return nil, errNotRetryable{fmt.Errorf("the %s schema for subject %q is not valid %s: %w", f.name(), subject, f.name(), err)}
 		}
-		return s, nil
+		return parsed, nil
 	}
 	if a.cfg.UseLatestVersion {
 		ss, err := a.cl.SchemaByVersion(ctx, subject, -1)
@@ -348,7 +382,7 @@ func (a *avroSerde) call(ctx context.Context, subject, text string) (registered,
 	if err != nil {
 		return registered{}, err
 	}
-	schema := sr.Schema{Schema: text, Type: sr.TypeAvro}
+	schema := sr.Schema{Schema: text, Type: f.schemaType()}
 	var id int
 	if a.cfg.NoAutoRegister {
 		var ss sr.SubjectSchema

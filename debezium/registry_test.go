@@ -25,7 +25,7 @@ func envelopeValue(payload string) *Struct {
 	return &Struct{Schema: envelopeSchema, Values: []any{payload, "OrderCreated"}}
 }
 
-func newTestSerde(t *testing.T, reg *testenv.Registry, cfg RegistryConfig) *avroSerde {
+func newTestSerde(t *testing.T, reg *testenv.Registry, cfg RegistryConfig) *registrySerde {
 	t.Helper()
 	cfg.URLs = []string{reg.URL}
 	cfg.RetryMin, cfg.RetryMax = 10*time.Millisecond, 50*time.Millisecond

@@ -32,8 +32,9 @@ type Router struct {
 	tables tables
 
 	lastWarn map[string]time.Time
-	// avro writes the key or value of format avro; nil without one.
-	avro *avroSerde
+	// registry writes the key or value of a Schema Registry format (avro,
+	// json_sr, protobuf); nil without one.
+	registry *registrySerde
 }
 
 var _ connector.Router = (*Router)(nil)
@@ -60,8 +61,8 @@ func WithCatalog(c Catalog) RouterOption {
 // and must not block.
 func WithRegistryState(f func(error)) RouterOption {
 	return func(r *Router) {
-		if r.avro != nil {
-			r.avro.state = f
+		if r.registry != nil {
+			r.registry.state = f
 		}
 	}
 }
@@ -83,16 +84,16 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		fits:    r.check,
 		read:    map[string]*readTable{},
 	}
-	if cfg.Avro() {
-		if r.avro, err = newAvroSerde(cfg.Registry); err != nil {
+	if cfg.UsesRegistry() {
+		if r.registry, err = newRegistrySerde(cfg.Registry, registryFormat(cfg.KeyFormat), registryFormat(cfg.ValueFormat)); err != nil {
 			return nil, err
 		}
 	}
 	for _, o := range opts {
 		o(r)
 	}
-	if r.avro != nil {
-		r.avro.log = r.base.With("component", "schema_registry")
+	if r.registry != nil {
+		r.registry.log = r.base.With("component", "schema_registry")
 	}
 	return r, nil
 }
@@ -380,8 +381,8 @@ func (r *Router) value(ctx context.Context, t *tableMeta, e *connector.Event, to
 // convert writes a key or value of topic in format f, through the
 // delegate format for what bytes cannot write.
 func (r *Router) convert(ctx context.Context, topic string, isKey bool, f, delegate Format, s *Schema, v any) ([]byte, error) {
-	if f == FormatAvro {
-		return r.avro.encode(ctx, topic, isKey, s, v)
+	if registryFormat(f) != nil {
+		return r.registry.encode(ctx, topic, isKey, s, v)
 	}
 	if f == FormatBytes {
 		return passThrough(delegate, s, v)

@@ -94,8 +94,8 @@ type RouterConfig struct {
 	// error.
 	KeyDelegateFormat   Format
 	ValueDelegateFormat Format
-	// Registry is the Schema Registry of KeyFormat or ValueFormat
-	// FormatAvro; required with either.
+	// Registry is the Schema Registry of a KeyFormat or ValueFormat that
+	// needs one (avro, json_sr, protobuf); required with them.
 	Registry RegistryConfig
 }
 
@@ -159,14 +159,16 @@ func (c *RouterConfig) setDefaults() {
 	if c.JSONNullFields == "" {
 		c.JSONNullFields = "ignore"
 	}
-	if c.Avro() {
+	if c.UsesRegistry() {
 		c.Registry.setDefaults()
 	}
 }
 
-// Avro reports whether the key or the value is written as Avro, which
-// needs the Schema Registry.
-func (c *RouterConfig) Avro() bool { return c.KeyFormat == FormatAvro || c.ValueFormat == FormatAvro }
+// UsesRegistry reports whether the key or the value is written in a
+// format that needs the Schema Registry (avro, json_sr, protobuf).
+func (c *RouterConfig) UsesRegistry() bool {
+	return registryFormat(c.KeyFormat) != nil || registryFormat(c.ValueFormat) != nil
+}
 
 // Validate reports every problem with c at once; it does not read the
 // table.
@@ -271,22 +273,28 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	// A struct is not bytes: with value_format bytes the delegate writes it.
 	structured := c.ValueFormat.structured() || (c.ValueFormat == FormatBytes && c.ValueDelegateFormat.structured())
 	if out.envelope && !structured {
-		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
+		errs = append(errs, fmt.Errorf("envelope fields make the value a struct, which value_format %q cannot write; use json, json+schema, string, avro, json_sr or protobuf, or bytes with a value_delegate_format", c.ValueFormat))
 	}
 	if c.ExpandJSONPayload && !structured {
-		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string or avro, or bytes with a value_delegate_format", c.ValueFormat))
+		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string, avro, json_sr or protobuf, or bytes with a value_delegate_format", c.ValueFormat))
 	}
-	if c.Avro() {
+	if c.UsesRegistry() {
 		errs = append(errs, c.Registry.validate()...)
 		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
 			// Confluent's RecordNameStrategy fails on any schema that is not
 			// a record; only the envelope makes one.
-			if c.KeyFormat == FormatAvro {
-				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and the key is a column, never a record; use topic", st))
+			if registryFormat(c.KeyFormat) != nil {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and the key is a column, never a record; use topic", st))
 			}
-			if c.ValueFormat == FormatAvro && !out.envelope {
-				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after Avro records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
+			if registryFormat(c.ValueFormat) != nil && !out.envelope {
+				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
 			}
+		}
+		if c.Registry.UseLatestVersion && (c.KeyFormat == FormatProtobuf || c.ValueFormat == FormatProtobuf) {
+			// Writing with another schema than the derived one needs
+			// that schema's field numbers, read from its .proto text,
+			// which outboxrelay does not parse.
+			errs = append(errs, errors.New("schema_registry.use_latest_version is not supported with format protobuf; turn it off, so that records are written with the schema ProtobufData derives"))
 		}
 	}
 	switch c.JSONNullFields {

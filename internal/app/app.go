@@ -82,7 +82,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 	rc := cfg.DebeziumRouter()
 	var observeRegistry func(error)
-	if rc != nil && rc.Avro() {
+	if rc != nil && rc.UsesRegistry() {
 		// Before serving: the readiness check of the registry is part of
 		// the endpoint from its start.
 		if observeRegistry, err = obs.watchRegistry(); err != nil {
@@ -167,7 +167,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		// The router types columns by the outbox tables' catalogs, read
 		// with the sources' network settings.
 		ropts := []debezium.RouterOption{debezium.WithLogger(log), debezium.WithCatalog(debezium.PostgresCatalog(rc.PostgresURL, rc.Network))}
-		if rc.Avro() {
+		if rc.UsesRegistry() {
 			// A registry that does not answer holds routing, which asks
 			// it again until it answers or the runner's publishing stops.
 			ropts = append(ropts, debezium.WithRegistryState(observeRegistry))

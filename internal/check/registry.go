@@ -16,7 +16,7 @@ import (
 )
 
 // The Schema Registry checks, run with routing.key_format or value_format
-// avro.
+// avro, json_sr or protobuf.
 const (
 	CheckRegistry       = "schema registry"
 	CheckRegistrySchema = "schema registry subjects"
@@ -29,7 +29,7 @@ const (
 // the first time they come.
 func checkRegistry(ctx context.Context, r *Report, cfg *config.Config, o options, pg pgFacts) {
 	rc := cfg.DebeziumRouter()
-	if rc == nil || !rc.Avro() {
+	if rc == nil || !rc.UsesRegistry() {
 		return
 	}
 	cl, err := debezium.NewRegistryClient(rc.Registry)
@@ -85,10 +85,10 @@ func checkRegistry(ctx context.Context, r *Report, cfg *config.Config, o options
 	}
 	var want []string
 	for _, t := range topics {
-		if rc.KeyFormat == debezium.FormatAvro {
+		if rc.KeyFormat.UsesRegistry() {
 			want = append(want, t+"-key")
 		}
-		if rc.ValueFormat == debezium.FormatAvro {
+		if rc.ValueFormat.UsesRegistry() {
 			want = append(want, t+"-value")
 		}
 	}

@@ -111,12 +111,12 @@ func (c *Config) validateDebezium() error {
 	rc := c.DebeziumRouter()
 	if rc == nil {
 		if c.SchemaRegistry.set() {
-			return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
+			return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, json_sr or protobuf, which are all it serves")
 		}
 		return nil
 	}
-	if c.SchemaRegistry.set() && !rc.Avro() {
-		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, which is all it serves")
+	if c.SchemaRegistry.set() && !rc.UsesRegistry() {
+		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, json_sr or protobuf, which are all it serves")
 	}
 	// postgres.* are checked with the source, which uses them too: say
 	// each problem once, not again under routing.
