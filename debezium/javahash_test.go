@@ -16,6 +16,10 @@ func TestJavaHashOrder(t *testing.T) {
 		{"connect.type,connect.index", "connect.index,connect.type"},
 		{"connect.type,connect.version,connect.index", "connect.index,connect.version,connect.type"},
 		{"connect.version,connect.index", "connect.index,connect.version"},
+		{"payload,eventType,priority,created,at,ok,blob,ratio", "at,blob,payload,created,eventType,priority,ok,ratio"},
+		{"seq,customer,lines,tags", "lines,seq,customer,tags"},
+		{"sku,qty", "sku,qty"},
+		{"payload,eventType", "payload,eventType"},
 		{"id,name,address,tags,seq,zip,city,street,a,b,c,d,e,f,g,h,i,j,k,l,m,n,o", "zip,a,b,address,c,d,city,e,f,g,h,i,j,k,l,m,n,tags,o,street,name,id,seq"},
 	} {
 		got, exact := javaHashOrder(strings.Split(tc.keys, ","))

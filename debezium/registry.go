@@ -93,7 +93,7 @@ func (c *RegistryConfig) setDefaults() {
 func (c *RegistryConfig) validate() []error {
 	var errs []error
 	if len(c.URLs) == 0 {
-		errs = append(errs, errors.New("format avro needs schema_registry.url, the Schema Registry its schemas are registered in"))
+		errs = append(errs, errors.New("a key or value format of the Schema Registry (avro, json_sr, protobuf) needs schema_registry.url, the registry its schemas are registered in"))
 	}
 	for _, u := range c.URLs {
 		// secret.Redact: a URL that does not parse still holds the

@@ -202,6 +202,11 @@ func TestRegistryConfigValidate(t *testing.T) {
 		{"record strategy with an envelope", func(c *RouterConfig) {
 			c.Registry.SubjectNameStrategy, c.AdditionalFields = SubjectTopicRecord, []string{"type:envelope:eventType"}
 		}, nil},
+		{"latest with protobuf", func(c *RouterConfig) {
+			c.ValueFormat, c.Registry.NoAutoRegister, c.Registry.UseLatestVersion = FormatProtobuf, true, true
+		}, []string{"use_latest_version is not supported with format protobuf"}},
+		{"json_sr and protobuf with a registry", func(c *RouterConfig) { c.KeyFormat, c.ValueFormat = FormatJSONSR, FormatProtobuf }, nil},
+		{"json_sr without a registry", func(c *RouterConfig) { c.ValueFormat, c.Registry.URLs = FormatJSONSR, nil }, []string{"needs schema_registry.url"}},
 		{"bad CA file", func(c *RouterConfig) { c.Registry.TLS.CAFile = "/nonexistent.pem" }, []string{"schema_registry.tls.ca_file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

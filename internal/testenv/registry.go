@@ -24,7 +24,11 @@ import (
 // /subjects/{s}/versions (register; one id per distinct schema text),
 // POST /subjects/{s} (look up), GET /subjects/{s}/versions/{v|latest},
 // GET /schemas/ids/{id}, GET /subjects, GET /config[/{s}] (with
-// defaultToGlobal). It checks no compatibility itself: Reject makes a
+// defaultToGlobal). Schemas are Avro, JSON Schema or Protobuf
+// (schemaType AVRO, the default, JSON or PROTOBUF); an Avro or JSON schema
+// must be JSON, and the schemaType goes back in every answer that carries
+// the schema, left out for Avro as Confluent leaves it out. It checks no
+// compatibility itself: Reject makes a
 // subject refuse every new schema as incompatible. Stop and Start take it
 // off the network and back on the same address, keeping what it stores.
 type Registry struct {
@@ -37,7 +41,8 @@ type Registry struct {
 	done     chan struct{}
 	user     string
 	password string
-	schemas  []string          // by id - 1; one id per distinct schema text, as Confluent's
+	schemas  []string          // by id - 1; one id per distinct schema text and type, as Confluent's
+	types    []string          // each schema's schemaType, by id - 1; "" for Avro
 	subjects map[string][]int  // subject -> the id of each version, oldest first
 	reject   map[string]string // subject -> the incompatibility it reports
 	requests map[string]int    // "METHOD path" -> count
@@ -121,6 +126,17 @@ func (r *Registry) Subjects() map[string][]string {
 	return out
 }
 
+// SchemaType returns the schemaType schema id was registered with: "AVRO",
+// "JSON" or "PROTOBUF".
+func (r *Registry) SchemaType(id int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id < 1 || id > len(r.types) || r.types[id-1] == "" {
+		return "AVRO"
+	}
+	return r.types[id-1]
+}
+
 // Schema returns the text of schema id, and whether there is one.
 func (r *Registry) Schema(id int) (string, bool) {
 	r.mu.Lock()
@@ -177,10 +193,11 @@ type schemaBody struct {
 }
 
 type subjectSchema struct {
-	Subject string `json:"subject"`
-	ID      int    `json:"id"`
-	Version int    `json:"version"`
-	Schema  string `json:"schema"`
+	Subject    string `json:"subject"`
+	ID         int    `json:"id"`
+	Version    int    `json:"version"`
+	SchemaType string `json:"schemaType,omitempty"`
+	Schema     string `json:"schema"`
 }
 
 func (r *Registry) route(req *http.Request) (any, error) {
@@ -218,7 +235,7 @@ func (r *Registry) route(req *http.Request) (any, error) {
 		if id < 1 || id > len(r.schemas) {
 			return nil, &apiError{http.StatusNotFound, 40403, "Schema " + parts[2] + " not found"}
 		}
-		return schemaBody{Schema: r.schemas[id-1]}, nil
+		return schemaBody{Schema: r.schemas[id-1], SchemaType: r.types[id-1]}, nil
 	case req.Method == http.MethodGet && len(parts) == 1 && parts[0] == "config":
 		return map[string]string{"compatibilityLevel": r.compat}, nil
 	case req.Method == http.MethodGet && len(parts) == 2 && parts[0] == "config":
@@ -233,23 +250,28 @@ func (r *Registry) route(req *http.Request) (any, error) {
 	return nil, &apiError{http.StatusNotFound, 404, "HTTP 404 Not Found"}
 }
 
-func readSchema(req *http.Request) (string, error) {
+// readSchema reads a schema and its type, "" for Avro.
+func readSchema(req *http.Request) (string, string, error) {
 	var b schemaBody
 	if err := json.NewDecoder(req.Body).Decode(&b); err != nil {
-		return "", &apiError{http.StatusBadRequest, 400, "Unrecognized field or malformed JSON: " + err.Error()}
+		return "", "", &apiError{http.StatusBadRequest, 400, "Unrecognized field or malformed JSON: " + err.Error()}
 	}
-	if b.SchemaType != "" && b.SchemaType != "AVRO" {
-		return "", &apiError{http.StatusUnprocessableEntity, 42201, "Invalid schema type " + b.SchemaType}
+	switch b.SchemaType {
+	case "AVRO":
+		b.SchemaType = ""
+	case "", "JSON", "PROTOBUF":
+	default:
+		return "", "", &apiError{http.StatusUnprocessableEntity, 42201, "Invalid schema type " + b.SchemaType}
 	}
-	if !json.Valid([]byte(b.Schema)) {
-		return "", &apiError{http.StatusUnprocessableEntity, 42201, "Either the input schema or one its references is invalid"}
+	if b.SchemaType != "PROTOBUF" && !json.Valid([]byte(b.Schema)) {
+		return "", "", &apiError{http.StatusUnprocessableEntity, 42201, "Either the input schema or one its references is invalid"}
 	}
-	return b.Schema, nil
+	return b.Schema, b.SchemaType, nil
 }
 
-func (r *Registry) id(schema string) (int, bool) {
+func (r *Registry) id(schema, typ string) (int, bool) {
 	for i, s := range r.schemas {
-		if s == schema {
+		if s == schema && r.types[i] == typ {
 			return i + 1, true
 		}
 	}
@@ -257,11 +279,11 @@ func (r *Registry) id(schema string) (int, bool) {
 }
 
 func (r *Registry) register(req *http.Request, subject string) (any, error) {
-	schema, err := readSchema(req)
+	schema, typ, err := readSchema(req)
 	if err != nil {
 		return nil, err
 	}
-	id, known := r.id(schema)
+	id, known := r.id(schema, typ)
 	if known && slices.Contains(r.subjects[subject], id) {
 		return map[string]int{"id": id}, nil
 	}
@@ -270,6 +292,7 @@ func (r *Registry) register(req *http.Request, subject string) (any, error) {
 	}
 	if !known {
 		r.schemas = append(r.schemas, schema)
+		r.types = append(r.types, typ)
 		id = len(r.schemas)
 	}
 	r.subjects[subject] = append(r.subjects[subject], id)
@@ -277,7 +300,7 @@ func (r *Registry) register(req *http.Request, subject string) (any, error) {
 }
 
 func (r *Registry) lookup(req *http.Request, subject string) (any, error) {
-	schema, err := readSchema(req)
+	schema, typ, err := readSchema(req)
 	if err != nil {
 		return nil, err
 	}
@@ -286,8 +309,8 @@ func (r *Registry) lookup(req *http.Request, subject string) (any, error) {
 		return nil, &apiError{http.StatusNotFound, 40401, fmt.Sprintf("Subject '%s' not found.", subject)}
 	}
 	for v, id := range ids {
-		if r.schemas[id-1] == schema {
-			return subjectSchema{Subject: subject, ID: id, Version: v + 1, Schema: schema}, nil
+		if r.schemas[id-1] == schema && r.types[id-1] == typ {
+			return subjectSchema{Subject: subject, ID: id, Version: v + 1, SchemaType: typ, Schema: schema}, nil
 		}
 	}
 	return nil, &apiError{http.StatusNotFound, 40403, "Schema not found"}
@@ -307,7 +330,7 @@ func (r *Registry) version(subject, version string) (any, error) {
 		v = n
 	}
 	id := ids[v-1]
-	return subjectSchema{Subject: subject, ID: id, Version: v, Schema: r.schemas[id-1]}, nil
+	return subjectSchema{Subject: subject, ID: id, Version: v, SchemaType: r.types[id-1], Schema: r.schemas[id-1]}, nil
 }
 
 // SetCompatibility sets subject's own compatibility level.

@@ -1,0 +1,93 @@
+package debezium
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+)
+
+// TestRegistryFormats runs each Schema Registry format through the one
+// writer they share: the schema is registered with the format's
+// schemaType under the topic's subject, the record carries the magic
+// byte, the id and (Protobuf) the message indexes; a registry that
+// refuses the schema as incompatible is the event's error, and one that
+// does not answer holds the record until the context ends, as for Avro.
+func TestRegistryFormats(t *testing.T) {
+	for _, tc := range []struct {
+		format     schemaFormat
+		schemaType string
+		// header is what follows the schema id before the body.
+		keyIndex, valueIndex []byte
+	}{
+		{avroFormat{}, "AVRO", nil, nil},
+		{jsonSRFormat{}, "JSON", nil, nil},
+		// MessageIndexes: the count and each index as zigzag varints,
+		// [0] as one 0 (StringValue is wrappers.proto's 8th message).
+		{protobufFormat{}, "PROTOBUF", []byte{2, 14}, []byte{0}},
+	} {
+		t.Run(tc.format.name(), func(t *testing.T) {
+			reg := testenv.StartRegistry(t, "", "")
+			cfg := RegistryConfig{URLs: []string{reg.URL}}
+			cfg.setDefaults()
+			a, err := newRegistrySerde(cfg, tc.format, tc.format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []struct {
+				isKey bool
+				s     *Schema
+				v     any
+				index []byte
+			}{{true, convKey, "o-1", tc.keyIndex}, {false, envelopeSchema, envelopeValue(`{"a": 1}`), tc.valueIndex}} {
+				b, err := a.encode(t.Context(), "outbox.event.order", r.isKey, r.s, r.v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := int(binary.BigEndian.Uint32(b[1:5]))
+				text, _ := reg.Schema(id)
+				want, _ := tc.format.derive(r.s)
+				if b[0] != 0 || text != want || reg.SchemaType(id) != tc.schemaType {
+					t.Errorf("record %x: schema %d is %s %q, want magic 0 and the %s %q", b, id, reg.SchemaType(id), text, tc.schemaType, want)
+				}
+				if string(b[5:5+len(r.index)]) != string(r.index) {
+					t.Errorf("message indexes %x, want %x", b[5:5+len(r.index)], r.index)
+				}
+			}
+			subjects := reg.Subjects()
+			if len(subjects["outbox.event.order-key"]) != 1 || len(subjects["outbox.event.order-value"]) != 1 {
+				t.Errorf("subjects %v, want the key's and the value's", subjects)
+			}
+
+			reg.Reject("outbox.event.invoice-value", "TYPE_MISMATCH")
+			other := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.invoice.Value", Fields: []Field{{Name: "payload", Schema: optString}}}
+			if _, err := a.encode(t.Context(), "outbox.event.invoice", false, other, &Struct{Schema: other, Values: []any{"x"}}); err != nil {
+				t.Fatal(err)
+			}
+			changed := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.invoice.Value", Fields: []Field{{Name: "payload", Schema: optInt64}}}
+			_, err = a.encode(t.Context(), "outbox.event.invoice", false, changed, &Struct{Schema: changed, Values: []any{int64(1)}})
+			var ne errNotEvent
+			if err == nil || errors.As(err, &ne) || !strings.Contains(err.Error(), "incompatible") || !strings.Contains(err.Error(), "409") {
+				t.Errorf("incompatible schema: %v; want the event's error saying 409 incompatible", err)
+			}
+
+			reg.Stop()
+			ctx, cancel := context.WithCancel(t.Context())
+			failures := 0
+			a.state = func(err error) {
+				if err != nil {
+					if failures++; failures == 2 {
+						cancel()
+					}
+				}
+			}
+			_, err = a.encode(ctx, "outbox.event.shipment", false, envelopeSchema, envelopeValue("{}"))
+			if !errors.As(err, &ne) || !strings.Contains(err.Error(), "unreachable") || failures != 2 {
+				t.Errorf("registry down: %v after %d failures; want it to wait, then stop with the context, not as the event's error", err, failures)
+			}
+		})
+	}
+}
