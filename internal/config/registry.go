@@ -13,7 +13,7 @@ import (
 // routing.value_format avro registers its schemas in, as Confluent's
 // AvroConverter does (docs/debezium.md#avro-with-a-schema-registry).
 type SchemaRegistry struct {
-	URL                 string            `yaml:"url" doc:"Base URL of a Confluent-compatible Schema Registry (Confluent, Apicurio's ccompat API, Redpanda, Karapace); several, comma-separated, are tried in turn; a user:password@ in it is used for basic auth unless username is set (basic.auth.credentials.source URL). Required with format avro (schema.registry.url)." default:"(none)"`
+	URL                 string            `yaml:"url" doc:"Base URL of a Confluent-compatible Schema Registry (Confluent, Apicurio's ccompat API, Redpanda, Karapace); several, comma-separated, are tried in turn; a user:password@ in it is used for basic auth unless username is set (basic.auth.credentials.source URL). Required with format avro, json_sr or protobuf (schema.registry.url)." default:"(none)"`
 	Username            string            `yaml:"username" doc:"User for HTTP basic auth (basic.auth.user.info before the colon)." default:"(none)"`
 	Password            Secret            `yaml:"password" doc:"Password for HTTP basic auth; prefer password_file or the environment to writing it here." default:"(none)"`
 	PasswordFile        string            `yaml:"password_file" doc:"Read the basic auth password from this file (a mounted secret); a trailing newline is dropped." default:"(none)"`

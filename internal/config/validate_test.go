@@ -41,10 +41,10 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 		},
 		{
 			name: "poll, kafka limits and Debezium routing",
-			file: "source: poll\npostgres:\n  url: postgres://u@h/db\npoll:\n  mode: archive\n  batch_size: -5\nkafka:\n  brokers: [k:9092]\n  max_record_bytes: 100\n  max_buffered_bytes: 10\nrouting:\n  key_format: protobuf\n",
+			file: "source: poll\npostgres:\n  url: postgres://u@h/db\npoll:\n  mode: archive\n  batch_size: -5\nkafka:\n  brokers: [k:9092]\n  max_record_bytes: 100\n  max_buffered_bytes: 10\nrouting:\n  key_format: thrift\n",
 			want: []string{
 				`poll.mode: "archive"`, "poll.batch_size: -5", "kafka.max_record_bytes (100) is larger than kafka.max_buffered_bytes (10)",
-				`routing.key_format: "protobuf"`,
+				`routing.key_format: "thrift"`,
 			},
 		},
 		{
