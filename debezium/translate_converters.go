@@ -1,7 +1,9 @@
 package debezium
 
 import (
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/secret"
@@ -59,6 +61,31 @@ const (
 	apicurioAvroConverter  = "io.apicurio.registry.utils.converter.AvroConverter"
 )
 
+// Confluent's JSON Schema and Protobuf converters
+// (kafka-connect-json-schema-converter, kafka-connect-protobuf-converter).
+const (
+	confluentJSONSchemaConverter = "io.confluent.connect.json.JsonSchemaConverter"
+	confluentProtobufConverter   = "io.confluent.connect.protobuf.ProtobufConverter"
+)
+
+// unsupportedDataConfig are the JsonSchemaDataConfig and ProtobufDataConfig
+// (and AbstractDataConfig) options whose other value changes the schema
+// or record outboxrelay writes, with the default it writes; the others
+// touch no schema the router makes (unions, enums, maps, decimals) or
+// only reading.
+var unsupportedDataConfig = map[Format]map[string]string{
+	FormatJSONSR: {
+		"object.additional.properties": "true",
+		"ignore.default.for.nullables": "false",
+	},
+	FormatProtobuf: {
+		"scrub.invalid.names":          "false",
+		"wrapper.for.nullables":        "false",
+		"optional.for.nullables":       "false",
+		"ignore.default.for.nullables": "false",
+	},
+}
+
 // subjectStrategies maps Confluent's subject name strategy classes
 // (io.confluent.kafka.serializers.subject) to schema_registry's names.
 var subjectStrategies = map[string]string{
@@ -67,22 +94,23 @@ var subjectStrategies = map[string]string{
 	"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": SubjectTopicRecord,
 }
 
-// registry maps the Schema Registry settings of the Avro key and value
-// converters (AbstractKafkaSchemaSerDeConfig's keys, under
+// registry maps the Schema Registry settings of the key and value
+// converters that use it (Avro, JSON Schema, Protobuf) (AbstractKafkaSchemaSerDeConfig's keys, under
 // key.converter. and value.converter.) onto schema_registry, which key
 // and value share: a setting the two give different values is refused.
 func (tr *translator) registry(key, value Format) {
 	var prefixes []string
-	if key == FormatAvro {
+	formats := map[string]Format{"key.converter": key, "value.converter": value}
+	if key.UsesRegistry() {
 		prefixes = append(prefixes, "key.converter")
 	}
-	if value == FormatAvro {
+	if value.UsesRegistry() {
 		prefixes = append(prefixes, "value.converter")
 	}
 	if len(prefixes) == 0 {
 		return
 	}
-	// one reads a setting from every Avro converter; values that differ
+	// one reads a setting from every registry converter; values that differ
 	// are refused, since key and value share one registry section.
 	one := func(name string) (string, string, bool) {
 		var val, at string
@@ -127,7 +155,7 @@ func (tr *translator) registry(key, value Format) {
 		}
 		tr.set("schema_registry.url", strings.Join(urls, ","))
 	} else {
-		tr.note(prefixes[0]+".schema.registry.url", Unsupported, "the Avro converter needs schema.registry.url, the Schema Registry it registers its schemas in")
+		tr.note(prefixes[0]+".schema.registry.url", Unsupported, "the %s converter needs schema.registry.url, the Schema Registry it registers its schemas in", registryFormat(formats[prefixes[0]]).name())
 	}
 	source := "URL"
 	if v, _, ok := one("basic.auth.credentials.source"); ok {
@@ -181,8 +209,15 @@ func (tr *translator) registry(key, value Format) {
 		tr.set("schema_registry.subject_name_strategy", st)
 	}
 	for _, p := range prefixes {
-		if v, ok := tr.get(p + ".connect.meta.data"); ok && strings.EqualFold(strings.TrimSpace(v), "false") {
+		if v, ok := tr.get(p + ".connect.meta.data"); ok && formats[p] == FormatAvro && strings.EqualFold(strings.TrimSpace(v), "false") {
 			tr.note(p+".connect.meta.data", Unsupported, "false is not supported: outboxrelay writes the connect.name and connect.version properties, as the default true")
+		}
+		data := unsupportedDataConfig[formats[p]]
+		for _, name := range slices.Sorted(maps.Keys(data)) {
+			def := data[name]
+			if v, ok := tr.get(p + "." + name); ok && !strings.EqualFold(strings.TrimSpace(v), def) {
+				tr.note(p+"."+name, Unsupported, "%s is not supported: outboxrelay writes the schema and record of the default, %s", strings.TrimSpace(v), def)
+			}
 		}
 		for _, k := range tr.conn.Keys() {
 			if strings.HasPrefix(k, p+".schema.registry.ssl.") && !tr.used[k] {
@@ -193,7 +228,7 @@ func (tr *translator) registry(key, value Format) {
 		for _, k := range tr.conn.Keys() {
 			if strings.HasPrefix(k, p+".") && !tr.used[k] {
 				tr.used[k] = true
-				tr.note(k, Info, "Avro converter setting with no effect on the records outboxrelay writes")
+				tr.note(k, Info, "%s converter setting with no effect on the records outboxrelay writes", registryFormat(formats[p]).name())
 			}
 		}
 	}
@@ -238,6 +273,13 @@ func (tr *translator) converter(prefix string) (f, delegate Format) {
 			tr.note(prefix, Warning, "Apicurio's AvroConverter writes Apicurio's own header unless configured for Confluent compatibility (apicurio.registry.as-confluent=true, or the ccompat API); outboxrelay writes the Confluent wire format (magic byte 0, 4-byte schema id) through the registry's Confluent-compatible API: set %s.schema.registry.url to Apicurio's /apis/ccompat/v7 URL, and make sure consumers decode the Confluent format", prefix)
 		}
 		return f, ""
+	case confluentJSONSchemaConverter, confluentProtobufConverter:
+		// Their registry settings and options are read by registry too.
+		f = FormatJSONSR
+		if class == confluentProtobufConverter {
+			f = FormatProtobuf
+		}
+		return f, ""
 	case binaryDataConverter, byteBufferConverter:
 		// Both write a BYTES value's bytes unchanged and hand anything else
 		// to the converter delegate.converter.type names, which their
@@ -248,7 +290,7 @@ func (tr *translator) converter(prefix string) (f, delegate Format) {
 		f = FormatBytes
 		delegate = tr.delegateConverter(prefix + ".delegate.converter.type")
 	default:
-		tr.note(prefix, Unsupported, "%s is not supported; outboxrelay writes JsonConverter, StringConverter, ByteArrayConverter and BinaryDataConverter (ByteBufferConverter) records", class)
+		tr.note(prefix, Unsupported, "%s is not supported; outboxrelay writes JsonConverter, StringConverter, ByteArrayConverter, BinaryDataConverter (ByteBufferConverter) and Confluent's Avro, JSON Schema and Protobuf converters' records", class)
 		f = FormatJSONSchema
 	}
 	for _, k := range tr.conn.Keys() {
@@ -269,8 +311,8 @@ func (tr *translator) delegateConverter(key string) Format {
 		return ""
 	}
 	f, delegate := tr.converter(key)
-	if f == FormatAvro {
-		tr.note(key, Unsupported, "%s as the delegate is not supported; set it as the converter itself (routing.value_format avro)", class)
+	if f.UsesRegistry() {
+		tr.note(key, Unsupported, "%s as the delegate is not supported; set it as the converter itself (routing.value_format %s)", class, f)
 		return ""
 	}
 	if f != FormatBytes {
