@@ -445,7 +445,7 @@ func TestEveryOptionAccountedFor(t *testing.T) {
 		"transforms.outbox.tracing.operation.name": "op", "transforms.other.type": "x", "predicates": "p",
 		"producer.override.partitioner.class": "org.example.MyPartitioner", "producer.override.acks": "1",
 		"field.name.adjustment.mode": "avro", "schema.name.adjustment.mode": "avro", "binary.handling.mode": "hex",
-		"value.converter": "io.confluent.connect.protobuf.ProtobufConverter", "header.converter": "org.example.H",
+		"value.converter": "io.apicurio.registry.utils.converter.ProtobufConverter", "header.converter": "org.example.H",
 		"database.sslfactory": "org.example.F", "key.converter.schemas.cache.size": "10",
 	}
 	tr := translate(t, baseConnector(opts), debezium.Env{})
