@@ -8,7 +8,10 @@ import "unicode/utf16"
 // iteration order is the order the schema text is written in. javaHashMap
 // reproduces that order: OpenJDK's HashMap (java.util.HashMap, JDK 19 and
 // later, which Debezium's and Confluent's current images run: Java 21)
-// with string keys.
+// with string keys. One case it does not follow: a bucket of more than
+// eight keys in a table of 64 or more, which Java turns into a red-black
+// tree whose order depends on the tree; with a load factor of 0.75 that
+// needs nine field names of one struct to share a bucket.
 
 // javaStringHash is String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over
 // the UTF-16 code units, in 32-bit arithmetic.
@@ -39,10 +42,6 @@ type javaHashMap struct {
 	table     [][]string
 	threshold int
 	size      int
-	// treed is set when a bucket grew past TREEIFY_THRESHOLD in a table of
-	// 64 or more, where Java makes it a red-black tree whose order this
-	// does not follow.
-	treed bool
 }
 
 // newJavaHashMap is new HashMap<>(): no table yet, DEFAULT_INITIAL_CAPACITY
@@ -91,8 +90,6 @@ func (m *javaHashMap) put(k string) {
 	if len(m.table[i]) > 8 {
 		if len(m.table) < 64 {
 			m.resize()
-		} else {
-			m.treed = true
 		}
 	}
 	m.size++
@@ -143,13 +140,11 @@ func (m *javaHashMap) keys() []string {
 }
 
 // javaHashOrder is the iteration order of keys, put in this order into a
-// new HashMap<>() that everit then copies with new HashMap<>(it), and
-// whether it is exact (see javaHashMap.treed).
-func javaHashOrder(keys []string) ([]string, bool) {
+// new HashMap<>() that everit then copies with new HashMap<>(it).
+func javaHashOrder(keys []string) []string {
 	m := newJavaHashMap()
 	for _, k := range keys {
 		m.put(k)
 	}
-	c := copyJavaHashMap(m.keys())
-	return c.keys(), !m.treed && !c.treed
+	return copyJavaHashMap(m.keys()).keys()
 }

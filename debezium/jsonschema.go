@@ -72,13 +72,7 @@ func (jsonSRFormat) encode(_ any, s *Schema, v any) ([]int, []byte, error) {
 }
 
 // jsonSchemaWriter writes the JSON Schema text.
-type jsonSchemaWriter struct {
-	b []byte
-	// inexact is set when a struct had so many fields that Java's
-	// HashMap would order them in a tree, which javaHashOrder does not
-	// follow.
-	inexact bool
-}
+type jsonSchemaWriter struct{ b []byte }
 
 // prop is one of the properties JsonSchemaData puts in an everit schema's
 // unprocessedProperties (connect.type, connect.version, connect.index).
@@ -94,9 +88,7 @@ func (w *jsonSchemaWriter) props(ps []prop) {
 	for i, p := range ps {
 		keys[i] = p.key
 	}
-	order, exact := javaHashOrder(keys)
-	w.inexact = w.inexact || !exact
-	for _, k := range order {
+	for _, k := range javaHashOrder(keys) {
 		for _, p := range ps {
 			if p.key == k {
 				w.b = append(w.b, ',')
@@ -210,10 +202,8 @@ func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
 			for i, f := range s.Fields {
 				names[i] = f.Name
 			}
-			order, exact := javaHashOrder(names)
-			w.inexact = w.inexact || !exact
 			w.b = append(w.b, `,"properties":{`...)
-			for i, name := range order {
+			for i, name := range javaHashOrder(names) {
 				if i > 0 {
 					w.b = append(w.b, ',')
 				}
