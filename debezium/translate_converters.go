@@ -69,7 +69,7 @@ const (
 )
 
 // unsupportedDataConfig are the JsonSchemaDataConfig and ProtobufDataConfig
-// (and AbstractDataConfig) options whose other value changes the schema
+// (and AbstractDataConfig, and the JSON Schema serializer's) options whose other value changes the schema
 // or record outboxrelay writes, with the default it writes; the others
 // touch no schema the router makes (unions, enums, maps, decimals) or
 // only reading.
@@ -77,6 +77,8 @@ var unsupportedDataConfig = map[Format]map[string]string{
 	FormatJSONSR: {
 		"object.additional.properties": "true",
 		"ignore.default.for.nullables": "false",
+		// KafkaJsonSchemaSerializerConfig: pretty-printed records.
+		"json.indent.output": "false",
 	},
 	FormatProtobuf: {
 		"scrub.invalid.names":          "false",
