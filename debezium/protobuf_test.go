@@ -40,7 +40,10 @@ import (
 //     default (ratio's 1.5 and priority's 5 are not in the text).
 //   - toString: "syntax", "package", an empty line, the message; a message
 //     writes its fields, then an empty line and its nested messages,
-//     appendIndented; an option map is written key: value, a line each.
+//     appendIndented; an option map is written key: value, a line each
+//     (ProtobufSchema.toOption puts a Meta's params as a list of
+//     {key, value} maps; logical-types/src/test/resources/schema/proto/
+//     all_simple_types.proto shows the same text for connect.type int16).
 func TestProtobufFromConnect(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
