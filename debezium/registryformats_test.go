@@ -3,9 +3,12 @@ package debezium
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
@@ -114,4 +117,47 @@ func BenchmarkRegistryFormatsEncode(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzSchemaFormats derives the JSON Schema and the .proto of expanded
+// payloads and writes their records: whatever the payload, no panic; the
+// JSON Schema is JSON; a Protobuf record is well-formed wire format.
+func FuzzSchemaFormats(f *testing.F) {
+	for _, s := range []string{
+		`{"a": 1, "b": [1, 2], "c": {"d": "x"}}`,
+		`{"xs": [{"a": null}, {"a": 5}, {"b": true}]}`,
+		`{"xs": [[{"a": 1}], [{"b": 2}]]}`,
+		`{"c": {"c": {"c": 1}}, "cMessage": 2}`,
+		`{"my-key": 1, "f": -0.0, "i": -2147483649, "e": {}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, payload string) {
+		s, v, err := expander{}.expand("payload", payload)
+		if err != nil {
+			return
+		}
+		text, err := jsonSRFormat{}.derive(s)
+		if err != nil || !json.Valid([]byte(text)) {
+			t.Fatalf("JSON Schema %q, %v", text, err)
+		}
+		if _, _, err := (jsonSRFormat{}).encode(nil, s, v); err != nil && !strings.Contains(err.Error(), "Infinity") {
+			t.Logf("JSON record refused: %v", err)
+		}
+		plan, err := protoPlanOf(s)
+		if err != nil {
+			return // a name or shape ProtobufData fails on too
+		}
+		_, body, err := protobufFormat{}.encode(plan, s, v)
+		if err != nil {
+			return
+		}
+		for len(body) > 0 {
+			_, _, n := protowire.ConsumeField(body)
+			if n < 0 {
+				t.Fatalf("the Protobuf record is not wire format at %x", body)
+			}
+			body = body[n:]
+		}
+	})
 }
