@@ -298,6 +298,12 @@ func (b *protoBuilder) message(name string, s *Schema) (*protoMessage, error) {
 				typ += "Message"
 			}
 			pf.typ = typ
+			if typ == name {
+				// FromConnectContext.contains takes a type named as the
+				// enclosing message for that message, so the field would be
+				// written with the enclosing message's fields, not its own.
+				return nil, fmt.Errorf("field %q: its struct's type name %s is the name of the message it is in, which ProtobufData takes for that message", f.Name, typ)
+			}
 			if prev, ok := defined[typ]; ok {
 				if !prev.schema.equal(fs) {
 					return nil, fmt.Errorf("fields of message %s give two different structs the type name %s, which ProtobufData defines once", name, typ)

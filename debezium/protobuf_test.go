@@ -129,6 +129,7 @@ message ConnectDefault1 {
 		{Type: TypeStruct, Name: "my-server.public.outbox.Order.Value", Fields: []Field{{Name: "a", Schema: optString}}},
 		{Type: TypeStruct, Name: "payload", Fields: []Field{{Name: "my-key", Schema: optString}}},
 		{Type: TypeArray, Items: optString},
+		{Type: TypeStruct, Name: "payload", Fields: []Field{{Name: "x", Schema: &Schema{Type: TypeStruct, Optional: true, Name: "x.payload"}}}},
 	} {
 		if _, err := protoPlanOf(bad); err == nil {
 			t.Errorf("%+v: no error; ProtobufData fails on it", bad)
