@@ -66,6 +66,10 @@ type Routing struct {
 	// state for: the pattern is how a user bounds them. Default: any
 	// legal topic name.
 	TopicPattern string `yaml:"topic_pattern" doc:"Regular expression (RE2) every topic an event routes to must match in full, e.g. outbox\\.event\\.(order|customer); an event routed outside it is an error of that event (the dead letter topic, or a stop naming it), so that aggregate types, which are data, cannot create topics without bound." default:"(any topic)"`
+	// HeadersColumn, when set, names a column holding a JSON object
+	// (jsonb, json or text) whose entries become headers, after id and
+	// the type header (headers.go). Default: none.
+	HeadersColumn string `yaml:"headers_column" doc:"Column holding a JSON object (jsonb) whose entries become record headers, one per key, after id: a string value as is, any other as its JSON text, null as a null header; a W3C traceparent and tracestate among them are the event's trace context. A row whose value is not an object, or is over 64 KiB, is an error of that event; NULL adds none. Applies to outboxrelay's own routing, not the Debezium keys (use tracing_column and additional_fields there)." default:"(none)"`
 }
 
 // WithDefaults returns r with empty fields set to their defaults.
@@ -110,7 +114,7 @@ func (r Routing) Route(_ context.Context, e *Event) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	return r.message(e, topic), nil
+	return r.withHeaders(e, r.message(e, topic))
 }
 
 // topic is e's topic, checked against allow unless it is nil.
@@ -257,7 +261,7 @@ func (c *cachedRouting) Route(_ context.Context, e *Event) (Message, error) {
 			c.topics[e.AggregateType] = topic
 		}
 	}
-	return c.message(e, topic), nil
+	return c.withHeaders(e, c.message(e, topic))
 }
 
 // maxQuotedTopic is how much of an illegal topic name its error quotes: the

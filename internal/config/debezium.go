@@ -21,7 +21,7 @@ type DebeziumRouting struct {
 	JSONNullFields           string         `yaml:"json_null_fields" doc:"Null fields of an expanded payload: ignore drops them, optional_bytes keeps them (table.json.payload.null.behavior)." default:"ignore"`
 	TimestampColumn          string         `yaml:"timestamp_column" doc:"Column holding the record timestamp (timestamp, timestamptz or bigint epoch ms) instead of the commit time (table.field.event.timestamp)." default:"(commit time)"`
 	TombstoneOnEmptyPayload  *bool          `yaml:"tombstone_on_empty_payload" doc:"A NULL or blank payload makes a record with a null value (route.tombstone.on.empty.payload)." default:"false"`
-	TracingColumn            string         `yaml:"tracing_column" doc:"Column with a serialized span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field)." default:"(none)"`
+	TracingColumn            string         `yaml:"tracing_column" doc:"Column with the span context whose W3C traceparent and tracestate become the first headers (tracing.span.context.field): Java Properties text as Debezium's extension writes it, a bare traceparent, or a JSON object of headers as the outbox package writes it." default:"(none)"`
 	SchemaVersionColumn      string         `yaml:"schema_version_column" doc:"Integer column giving the version of the envelope struct schema (table.field.event.schema.version)." default:"(none)"`
 	SchemaTopicPrefix        string         `yaml:"schema_topic_prefix" doc:"Debezium's topic.prefix, which names the envelope struct schema <prefix>.<schema>.<table>.<aggregate type>.Value." default:"(none)"`
 	KeyFormat                Format         `yaml:"key_format" doc:"raw (the aggregate id's text), or Debezium's key as Kafka Connect writes it: string (StringConverter), json, json+schema (JsonConverter schemas.enable false/true), bytes (ByteArrayConverter, or Debezium's pass-through BinaryDataConverter/ByteBufferConverter: a bytea column's bytes unchanged), avro, json_sr, protobuf (Confluent's AvroConverter, JsonSchemaConverter, ProtobufConverter: the schema registered in schema_registry, the Confluent wire format)." default:"raw"`
@@ -117,6 +117,9 @@ func (c *Config) validateDebezium() error {
 	}
 	if c.SchemaRegistry.set() && !rc.UsesRegistry() {
 		return errors.New("schema_registry is set, but neither routing.key_format nor routing.value_format is avro, json_sr or protobuf, which are all it serves")
+	}
+	if c.Routing.HeadersColumn != "" {
+		return fmt.Errorf("routing.headers_column %q is set with Debezium routing keys, whose records it would not reach; with those, name the trace context's column in routing.tracing_column (it reads a headers object too) and other columns in routing.additional_fields", c.Routing.HeadersColumn)
 	}
 	// postgres.* are checked with the source, which uses them too: say
 	// each problem once, not again under routing.

@@ -1,0 +1,65 @@
+package connector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestRouteHeadersColumn(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tc := range []struct {
+		name    string
+		col     Column
+		want    []Header // after id and the type header
+		wantErr string
+	}{
+		{name: "strings as is, in the order written", col: Column{Name: "headers", Value: []byte(`{"traceparent": "` + tp + `", "tenant": "a\"b", "é": ""}`)},
+			want: []Header{{"traceparent", []byte(tp)}, {"tenant", []byte(`a"b`)}, {"é", []byte{}}}},
+		{name: "other values as JSON text", col: Column{Name: "headers", Value: []byte(`{"n": 12.50, "ok": true, "tags": ["x", 1], "o": {"a": null}}`)},
+			want: []Header{{"n", []byte("12.50")}, {"ok", []byte("true")}, {"tags", []byte(`["x",1]`)}, {"o", []byte(`{"a":null}`)}}},
+		{name: "null value is a null header", col: Column{Name: "headers", Value: []byte(`{"gone": null}`)}, want: []Header{{"gone", nil}}},
+		{name: "empty object adds none", col: Column{Name: "headers", Value: []byte(`{}`)}},
+		{name: "NULL column adds none", col: Column{Name: "headers", Null: true}},
+		{name: "array", col: Column{Name: "headers", Value: []byte(`["a"]`)}, wantErr: `headers are not a JSON object but "[\"a\"]"`},
+		{name: "string", col: Column{Name: "headers", Value: []byte(`"traceparent=x"`)}, wantErr: "not a JSON object"},
+		{name: "not JSON", col: Column{Name: "headers", Value: []byte(`traceparent=x`)}, wantErr: "headers are not JSON"},
+		{name: "truncated", col: Column{Name: "headers", Value: []byte(`{"a": "b"`)}, wantErr: "headers object"},
+		{name: "two values", col: Column{Name: "headers", Value: []byte(`{} {}`)}, wantErr: "more than one JSON value"},
+		{name: "huge", col: Column{Name: "headers", Value: []byte(`{"a": "` + strings.Repeat("x", MaxHeadersColumn) + `"}`)}, wantErr: "over the 65536 the relay takes"},
+		{name: "missing column", col: Column{Name: "other", Value: []byte(`{}`)}, wantErr: `routing.headers_column "headers" is not a column of the row`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Event{ID: "e1", AggregateType: "order", AggregateID: "1", Type: "T", Origin: "0/1", Extra: []Column{{Name: "x", Value: []byte("y")}, tc.col}}
+			r := Routing{TypeHeader: "type", HeadersColumn: "headers"}.WithDefaults()
+			for _, rt := range []Router{r, NewRouting(r)} {
+				m, err := rt.Route(t.Context(), &e)
+				if tc.wantErr != "" {
+					var ee *EventError
+					if !errors.As(err, &ee) || ee.EventID != "e1" || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("%T: err = %v, want an error of event e1 saying %q", rt, err, tc.wantErr)
+					}
+					if len(err.Error()) > 1000 {
+						t.Errorf("error is %d bytes long: it quotes too much of the row", len(err.Error()))
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := append([]Header{{"id", []byte("e1")}, {"type", []byte("T")}}, tc.want...)
+				if len(m.Headers) != len(want) {
+					t.Fatalf("%T: headers = %q, want %q", rt, m.Headers, want)
+				}
+				for i := range want {
+					if m.Headers[i].Key != want[i].Key || string(m.Headers[i].Value) != string(want[i].Value) || (m.Headers[i].Value == nil) != (want[i].Value == nil) {
+						t.Errorf("%T: header %d = %s=%q, want %s=%q", rt, i, m.Headers[i].Key, m.Headers[i].Value, want[i].Key, want[i].Value)
+					}
+				}
+				if string(m.Key) != "1" {
+					t.Errorf("key = %q", m.Key)
+				}
+			}
+		})
+	}
+}
