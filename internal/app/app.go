@@ -10,12 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/debezium"
 	"github.com/outboxrelay/outboxrelay/internal/buildinfo"
 	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/tracing"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/secret"
 	"github.com/outboxrelay/outboxrelay/sink"
@@ -113,6 +115,21 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		sc.TransactionalID = inst.TransactionalID(sc.TransactionalID)
 		log.Info("publishing in Kafka transactions of this instance's own", "component", "app", "instance", inst.Number, "transactional_id", sc.TransactionalID, "transaction_timeout", sc.TransactionTimeout)
 	}
+	tr, err := tracing.FromEnv(ctx, os.Getenv, Build().Version, log)
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		log.Info("tracing: a span for each event with a trace context, exported over OTLP", "component", "tracing")
+		defer func() {
+			// After the sink has closed, so every span has ended.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(sctx); err != nil {
+				log.Warn("spans of the last events may be lost", "component", "tracing", "err", err)
+			}
+		}()
+	}
 	snk, err := sink.New(sc, append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
 	if err != nil {
 		return err
@@ -193,7 +210,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		}
 		runOpts = append(runOpts, connector.WithRouter(allowed))
 	}
-	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(snk), cfg.RunnerConfig(), runOpts...)
+	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), runOpts...)
 	if err != nil {
 		return err
 	}
