@@ -1,0 +1,254 @@
+package integration
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// otlpReceiver is an OTLP/HTTP trace receiver: it decodes the protobuf
+// export requests the relay sends and keeps their spans.
+type otlpReceiver struct {
+	url   string
+	mu    sync.Mutex
+	spans []*tracepb.Span
+	// service is the service.name of the resource spans came with.
+	service string
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{url: "http://" + ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/traces" || req.Method != http.MethodPost {
+			http.NotFound(w, req)
+			return
+		}
+		var body io.Reader = req.Body
+		if req.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(req.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		data, err := io.ReadAll(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var export coltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(data, &export); err != nil {
+			t.Errorf("OTLP receiver: the export request is not an ExportTraceServiceRequest (content type %q): %v", req.Header.Get("Content-Type"), err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		for _, rs := range export.ResourceSpans {
+			for _, a := range rs.GetResource().GetAttributes() {
+				if a.Key == "service.name" {
+					r.service = a.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				r.spans = append(r.spans, ss.Spans...)
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return r
+}
+
+// spanOf waits for the span whose trace id is traceID and whose parent is
+// parentID.
+func (r *otlpReceiver) spanOf(t *testing.T, traceID trace.TraceID, parentID trace.SpanID, timeout time.Duration) *tracepb.Span {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		for _, s := range r.spans {
+			if bytes.Equal(s.TraceId, traceID[:]) && bytes.Equal(s.ParentSpanId, parentID[:]) {
+				r.mu.Unlock()
+				return s
+			}
+		}
+		n := len(r.spans)
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s the OTLP receiver has %d spans, none of trace %s with parent %s", timeout, n, traceID, parentID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestOutboxWriterEndToEnd writes events through the outbox package, with
+// pgx and with database/sql, each in the transaction of a business row
+// and under the application's span, and follows them: the record arrives
+// with the writer's headers and trace id, its traceparent the relay's
+// span, which the OTLP receiver gets as the writer's span's child. An
+// event written in a transaction rolled back never arrives.
+func TestOutboxWriterEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	_, brokers := testenv.Kafka(t)
+	name := uniqueName(t)
+	w, err := outbox.New(outbox.Table("public." + name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := name + "_orders"
+	for _, ddl := range []string{w.DDL(), fmt.Sprintf(`CREATE TABLE %s (id text PRIMARY KEY, total int NOT NULL)`, orders)} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiver := newOTLPReceiver(t)
+	cfg := yamlConfig(url, brokers, fmt.Sprintf("outbox:\n  table: public.%s\nrouting:\n  headers_column: headers\ncdc:\n  slot: %s\n  publication: %s\n  status_interval: 100ms\n", name, name, name))
+	p := runBinary(t, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+receiver.url, "OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_SERVICE_NAME=relay-under-test")
+	binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+
+	// The application's tracer: its spans are what the writer's context
+	// carries; they need not be exported for that.
+	app := sdktrace.NewTracerProvider().Tracer("shop")
+	type written struct {
+		id, aggID string
+		span      trace.SpanContext
+	}
+	var events []written
+	writeOrder := func(t *testing.T, aggID string, write func(ctx context.Context, id string) error) {
+		t.Helper()
+		sctx, span := app.Start(ctx, "place order "+aggID)
+		defer span.End()
+		id := outbox.NewID()
+		if err := write(sctx, id); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, written{id: id, aggID: aggID, span: span.SpanContext()})
+	}
+	event := func(id, aggID string) outbox.Event {
+		return outbox.Event{ID: id, AggregateType: "order", AggregateID: aggID, Type: "OrderPlaced",
+			Payload: []byte(`{"id": "` + aggID + `"}`), Headers: map[string]string{"tenant": "acme-" + aggID}}
+	}
+
+	writeOrder(t, "pgx-1", func(ctx context.Context, id string) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 10)`, orders), "pgx-1"); err != nil {
+				return err
+			}
+			return w.Write(ctx, tx, event(id, "pgx-1"))
+		})
+	})
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	writeOrder(t, "sql-1", func(ctx context.Context, id string) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 20)`, orders), "sql-1"); err != nil {
+			return err
+		}
+		if err := w.Write(ctx, tx, event(id, "sql-1")); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	// Rolled back: neither the order nor its event exists.
+	rolledBack := outbox.NewID()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, tx, event(rolledBack, "gone-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The last: once it arrived, the rolled-back one would have.
+	writeOrder(t, "pgx-2", func(ctx context.Context, id string) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return w.Write(ctx, tx, event(id, "pgx-2"))
+		})
+	})
+
+	c := newCollector(t, brokers, "outbox.event.order")
+	want := map[string]row{}
+	for _, e := range events {
+		want[e.id] = row{}
+	}
+	c.waitFor(t, want, time.Minute)
+	c.settle(500 * time.Millisecond)
+	if c.ids[rolledBack] != 0 {
+		t.Errorf("the event of a rolled-back transaction reached Kafka")
+	}
+	for _, e := range events {
+		var rec *kgoRecord
+		for _, r := range c.recs {
+			if header(r, "id") == e.id {
+				rec = &kgoRecord{key: string(r.Key), value: string(r.Value), tp: header(r, "traceparent"), tenant: header(r, "tenant")}
+			}
+		}
+		if rec.key != e.aggID || rec.value != `{"id": "`+e.aggID+`"}` || rec.tenant != "acme-"+e.aggID {
+			t.Errorf("event %s: key %q value %q tenant header %q", e.aggID, rec.key, rec.value, rec.tenant)
+		}
+		// 00-<trace id>-<the relay's span id>-01
+		parts := strings.Split(rec.tp, "-")
+		if len(parts) != 4 || parts[1] != e.span.TraceID().String() {
+			t.Fatalf("event %s: record traceparent %q, want the writer's trace %s", e.aggID, rec.tp, e.span.TraceID())
+		}
+		if parts[2] == e.span.SpanID().String() {
+			t.Errorf("event %s: the record's parent is the writer's span: the relay made no span of its own", e.aggID)
+		}
+		span := receiver.spanOf(t, e.span.TraceID(), e.span.SpanID(), time.Minute)
+		if got := hex.EncodeToString(span.SpanId); got != parts[2] {
+			t.Errorf("event %s: the relay exported span %s, but the record's traceparent names %s", e.aggID, got, parts[2])
+		}
+		if span.Name != "send outbox.event.order" || span.Kind != tracepb.Span_SPAN_KIND_PRODUCER || span.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("event %s: span %q kind %v status %v", e.aggID, span.Name, span.Kind, span.Status)
+		}
+	}
+	receiver.mu.Lock()
+	if receiver.service != "relay-under-test" {
+		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", receiver.service)
+	}
+	receiver.mu.Unlock()
+}
+
+type kgoRecord struct{ key, value, tp, tenant string }
