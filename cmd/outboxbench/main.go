@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.RelayCPUs, "relay-cpus", "", "pin each relay to these CPUs, as taskset(1) takes them (0, 0-1); with -neighbour 1 -relay-cpus 0 on two cores, say, the relay shares its core")
 	fs.StringVar(&cfg.PollMode, "poll-mode", "mark", "the pollers' poll.mode, mark or delete; their tables are readied for it")
 	fs.BoolVar(&cfg.WALDefaults, "wal-defaults", false, "leave full_page_writes, max_wal_size and checkpoint_timeout at PostgreSQL's defaults")
+	fs.StringVar(&cfg.Tracing, "tracing", "", "headers: every event has a headers column with a W3C traceparent, which the relays read (routing.headers_column); otlp: also export a span per event over OTLP/HTTP to a receiver in this process; empty: neither")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	if err := fs.Parse(args); err != nil {
 		return err

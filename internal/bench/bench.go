@@ -27,6 +27,7 @@ type run struct {
 	relayURL string // the relays' postgres.url: db.url, or the delaying proxy's
 	w        *workload
 	rep      *Report
+	otlp     string        // the OTLP receiver's endpoint (Config.Tracing otlp)
 	endLSN   pglogrepl.LSN // the WAL position after the backlog
 	nextSeq  int           // the next steady-state event's number
 	mu       sync.Mutex
@@ -153,6 +154,24 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer r.db.close()
+	r.db.headers, r.w.headers = cfg.Tracing != "", cfg.Tracing != ""
+	if cfg.Tracing == "otlp" {
+		recv, err := startOTLPReceiver()
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			recv.close()
+			r.say("otlp: the receiver got %d export requests, %d bytes", recv.requests.Load(), recv.bytes.Load())
+		}()
+		r.otlp = recv.url
+	}
+	if cfg.Tracing != "" {
+		r.rep.Relay += ", every event with a traceparent in a headers column (routing.headers_column)"
+		if cfg.Tracing == "otlp" {
+			r.rep.Relay += " and a span exported for it over OTLP/HTTP to a receiver in the benchmark's process"
+		}
+	}
 	r.relayURL = r.db.url
 	if cfg.PGDelay > 0 {
 		proxy, err := startDelayProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(r.db.srv.Port())), cfg.PGDelay)

@@ -84,6 +84,11 @@ type Config struct {
 	// Seed picks the workload; the same seed gives the same events.
 	// Default 1.
 	Seed uint64
+	// Tracing measures the relay's tracing: "headers" gives every event
+	// a headers column holding a traceparent (routing.headers_column),
+	// "otlp" also has the relays export a span for each event to an
+	// OTLP/HTTP receiver in this process. Default "": neither.
+	Tracing string
 }
 
 // DefaultRates are the steady-state rates when Config.Rates is nil.
@@ -143,6 +148,9 @@ func (c *Config) Validate() error {
 		if src != "cdc" && src != "poll" && src != "cdc-eos" && src != "poll-eos" && src != formatsSource {
 			errs = append(errs, fmt.Errorf("sources: %q is not cdc, cdc-eos, cdc-avro, poll or poll-eos", src))
 		}
+	}
+	if c.Tracing != "" && c.Tracing != "headers" && c.Tracing != "otlp" {
+		errs = append(errs, fmt.Errorf("tracing: %q is not headers or otlp", c.Tracing))
 	}
 	if c.PGDelay < 0 || c.ProduceDelay < 0 {
 		errs = append(errs, errors.New("pg-delay, produce-delay: a delay cannot be negative"))

@@ -72,7 +72,8 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		}
 		p, err := startRelay(command, relayConfig{
 			url: r.relayURL, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
-			cpus: r.cfg.relayCPUs,
+			cpus:    r.cfg.relayCPUs,
+			headers: r.db.headers, otlp: r.otlp,
 		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err

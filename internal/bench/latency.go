@@ -93,6 +93,7 @@ func (r *run) latency(ctx context.Context, k liveKind) ([]Latency, error) {
 	p, err := startRelay(command, relayConfig{
 		url: r.relayURL, table: "public." + k.table, brokers: cluster.ListenAddrs(), source: k.source(r), delivery: k.delivery,
 		httpAddr: addr, cpus: r.cfg.relayCPUs,
+		headers: r.db.headers, otlp: r.otlp,
 	}, r.dir, r.cfg.RelayLogDir, k.name+"-live")
 	if err != nil {
 		return nil, err

@@ -56,6 +56,8 @@ type database struct {
 	srv  *localpg.Server
 	url  string
 	conn *pgx.Conn // for setup and queries between phases
+	// headers: outbox tables have a headers column (Config.Tracing).
+	headers bool
 }
 
 // With walDefaults the server keeps its own WAL settings (full-page
@@ -116,7 +118,11 @@ func (db *database) settings(ctx context.Context) (map[string]string, error) {
 }
 
 func (db *database) createOutbox(ctx context.Context, table string) error {
-	if _, err := db.conn.Exec(ctx, fmt.Sprintf(outboxDDL, pgx.Identifier{table}.Sanitize())); err != nil {
+	ddl := fmt.Sprintf(outboxDDL, pgx.Identifier{table}.Sanitize())
+	if db.headers {
+		ddl = strings.TrimSuffix(ddl, "\n)") + ",\n\theaders       jsonb\n)"
+	}
+	if _, err := db.conn.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %s: %w", table, err)
 	}
 	return nil

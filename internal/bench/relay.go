@@ -39,6 +39,10 @@ type relayConfig struct {
 	httpAddr string
 	// cpus pins the relay's process to these CPUs; none: any.
 	cpus []int
+	// headers sets routing.headers_column (Config.Tracing); otlp, when
+	// set, is the OTLP/HTTP endpoint the relay exports spans to.
+	headers bool
+	otlp    string
 }
 
 func (c relayConfig) yaml() string {
@@ -48,8 +52,12 @@ func (c relayConfig) yaml() string {
 		delivery = "\n  delivery: " + c.delivery
 	}
 	addr := cmp.Or(c.httpAddr, "127.0.0.1:0")
-	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]%s\nlog:\n  level: warn\nhttp:\n  listen: %s\n%s",
-		c.url, c.table, strings.Join(c.brokers, ", "), delivery, addr, c.source)
+	routing := ""
+	if c.headers {
+		routing = "routing:\n  headers_column: headers\n"
+	}
+	return fmt.Sprintf("postgres:\n  url: %q\noutbox:\n  table: %s\nkafka:\n  brokers: [%s]%s\nlog:\n  level: warn\nhttp:\n  listen: %s\n%s%s",
+		c.url, c.table, strings.Join(c.brokers, ", "), delivery, addr, routing, c.source)
 }
 
 // relayProc is a relay running as a child process.
@@ -73,6 +81,9 @@ func startRelay(command []string, cfg relayConfig, dir, logDir, name string) (*r
 	p := &relayProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(command[0], append(command[1:len(command):len(command)], "--config", path)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if cfg.otlp != "" {
+		p.cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+cfg.otlp)
+	}
 	if logDir != "" {
 		f, err := os.Create(filepath.Join(logDir, name+".log"))
 		if err != nil {

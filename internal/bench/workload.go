@@ -39,7 +39,9 @@ type workload struct {
 	seed       uint64
 	aggregates int
 	payload    int
-	filler     []byte
+	// headers: rows have a headers column with a traceparent.
+	headers bool
+	filler  []byte
 }
 
 func newWorkload(seed uint64, aggregates, payload int) *workload {
@@ -195,7 +197,11 @@ type txnWriter struct {
 func (tw *txnWriter) commit(ctx context.Context, from, n int) error {
 	b := append(tw.sql[:0], "BEGIN;INSERT INTO "...)
 	b = append(b, tw.table...)
-	b = append(b, " (id, aggregatetype, aggregateid, type, payload) VALUES "...)
+	if tw.w.headers {
+		b = append(b, " (id, aggregatetype, aggregateid, type, payload, headers) VALUES "...)
+	} else {
+		b = append(b, " (id, aggregatetype, aggregateid, type, payload) VALUES "...)
+	}
 	for i := range n {
 		tw.w.fill(from+i, &tw.e)
 		if i > 0 {
@@ -212,6 +218,11 @@ func (tw *txnWriter) commit(ctx context.Context, from, n int) error {
 		b = append(b, tw.e.typ...)
 		b = append(b, "','"...)
 		b = append(b, tw.e.payload...)
+		if tw.w.headers {
+			// A trace of its own for each event, as each request of an
+			// application would have.
+			b = fmt.Appendf(b, `','{"traceparent": "00-%032x-%016x-01"}`, from+i+1, from+i+1)
+		}
 		b = append(b, "')"...)
 	}
 	b = append(b, ";COMMIT"...)
