@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // MaxHeadersColumn bounds the routing.headers_column value the relay turns
@@ -92,8 +93,8 @@ func HeadersFromJSON(text []byte) ([]Header, error) {
 	if _, err := d.Token(); err != nil {
 		return nil, fmt.Errorf("headers object: %w", err)
 	}
-	if d.More() {
-		return nil, errors.New("headers column holds more than one JSON value; write one object")
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("headers column holds more than the one JSON object, or text after it; write one object")
 	}
 	return hs, nil
 }

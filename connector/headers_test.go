@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -25,7 +26,8 @@ func TestRouteHeadersColumn(t *testing.T) {
 		{name: "string", col: Column{Name: "headers", Value: []byte(`"traceparent=x"`)}, wantErr: "not a JSON object"},
 		{name: "not JSON", col: Column{Name: "headers", Value: []byte(`traceparent=x`)}, wantErr: "headers are not JSON"},
 		{name: "truncated", col: Column{Name: "headers", Value: []byte(`{"a": "b"`)}, wantErr: "headers object"},
-		{name: "two values", col: Column{Name: "headers", Value: []byte(`{} {}`)}, wantErr: "more than one JSON value"},
+		{name: "two values", col: Column{Name: "headers", Value: []byte(`{} {}`)}, wantErr: "more than the one JSON object"},
+		{name: "text after the object", col: Column{Name: "headers", Value: []byte(`{}}`)}, wantErr: "text after it"},
 		{name: "huge", col: Column{Name: "headers", Value: []byte(`{"a": "` + strings.Repeat("x", MaxHeadersColumn) + `"}`)}, wantErr: "over the 65536 the relay takes"},
 		{name: "missing column", col: Column{Name: "other", Value: []byte(`{}`)}, wantErr: `routing.headers_column "headers" is not a column of the row`},
 	} {
@@ -62,4 +64,36 @@ func TestRouteHeadersColumn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzHeadersFromJSON: whatever a row's headers column holds, the relay
+// gets headers or an error, never a panic; an object's headers are as
+// many as its entries, and each string value comes back as it was.
+func FuzzHeadersFromJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a": "b", "n": 1, "x": null}`, `[1]`, `"s"`, `{"a": {"b": [1, "c"]}}`, `{"a": "\u00e9\ud83d\ude00"}`, `{} {}`, `{"a"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		hs, err := HeadersFromJSON(text)
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if jerr := json.Unmarshal(text, &m); jerr != nil {
+			t.Fatalf("headers %q from %q, which encoding/json refuses: %v", hs, text, jerr)
+		}
+		if len(m) != len(hs) {
+			return // duplicate keys, which the map keeps one of
+		}
+		for _, h := range hs {
+			raw, ok := m[h.Key]
+			if !ok {
+				t.Fatalf("header %q is no key of %q", h.Key, text)
+			}
+			var s string
+			if raw[0] == '"' && (json.Unmarshal(raw, &s) != nil || string(h.Value) != s) {
+				t.Fatalf("header %q = %q, but the object holds %s", h.Key, h.Value, raw)
+			}
+		}
+	})
 }
