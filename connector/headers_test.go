@@ -70,11 +70,22 @@ func TestRouteHeadersColumn(t *testing.T) {
 // gets headers or an error, never a panic; an object's headers are as
 // many as its entries, and each string value comes back as it was.
 func FuzzHeadersFromJSON(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a": "b", "n": 1, "x": null}`, `[1]`, `"s"`, `{"a": {"b": [1, "c"]}}`, `{"a": "\u00e9\ud83d\ude00"}`, `{} {}`, `{"a"`} {
+	for _, s := range []string{`{}`, `{"a": "b", "n": 1, "x": null}`, `[1]`, `"s"`, `{"a": {"b": [1, "c"]}}`, `{"a": "\u00e9\ud83d\ude00"}`, `{} {}`, `{"a"`, ` { "a" : "b" , "c":""} `, `{"a":"b",}`, "{\"a\":\"\xff\"}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
 		hs, err := HeadersFromJSON(text)
+		if fast, ok := stringHeaders(text); ok {
+			slow, serr := decodeHeaders(text)
+			if serr != nil || len(slow) != len(fast) {
+				t.Fatalf("%q: the plain-string reader gives %q, the decoder %q, %v", text, fast, slow, serr)
+			}
+			for i := range fast {
+				if fast[i].Key != slow[i].Key || string(fast[i].Value) != string(slow[i].Value) || (fast[i].Value == nil) != (slow[i].Value == nil) {
+					t.Fatalf("%q: the plain-string reader gives %q, the decoder %q", text, fast, slow)
+				}
+			}
+		}
 		if err != nil {
 			return
 		}
@@ -96,4 +107,23 @@ func FuzzHeadersFromJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkHeadersFromJSON: the headers column of every event, as the
+// outbox package writes it (a trace context), and one the decoder reads.
+func BenchmarkHeadersFromJSON(b *testing.B) {
+	for _, bc := range []struct{ name, text string }{
+		{"trace context", `{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "vendor=value"}`},
+		{"numbers and escapes", `{"n": 12, "note": "a\"b", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			text := []byte(bc.text)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := HeadersFromJSON(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
