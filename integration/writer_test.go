@@ -252,3 +252,90 @@ func TestOutboxWriterEndToEnd(t *testing.T) {
 }
 
 type kgoRecord struct{ key, value, tp, tenant string }
+
+// TestOutboxWriterMessages writes events as logical decoding messages
+// (outbox.Messages), with pgx (one batch) and database/sql, and reads the
+// WAL back through a test_decoding slot: each event is one transactional
+// message of the prefix, in the order written, its content the JSON the
+// relay's cdc.message_prefixes reads, the trace context in its headers;
+// a rolled-back transaction's messages are not decoded at all.
+func TestOutboxWriterMessages(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	slot := uniqueName(t)
+	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+	w, err := outbox.New(outbox.Messages("orders-outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, span := sdktrace.NewTracerProvider().Tracer("shop").Start(ctx, "place orders")
+	defer span.End()
+	ev := func(aggID, typ string) outbox.Event {
+		return outbox.Event{ID: outbox.NewID(), AggregateType: "order", AggregateID: aggID, Type: typ, Payload: []byte(`{"agg": "` + aggID + `"}`)}
+	}
+	want := []outbox.Event{ev("1", "Placed"), ev("1", "Paid"), ev("2", "Placed")}
+	if err := pgx.BeginFunc(sctx, pool, func(tx pgx.Tx) error { return w.Write(sctx, tx, want[0], want[1]) }); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(sctx, tx, ev("gone", "Placed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	stx, err := db.BeginTx(sctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(sctx, stx, want[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := stx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Commits may be asynchronous, and decoding reads only WAL already
+	// written: read until the last commit's message is there.
+	var msgs []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		rows, err := pool.Query(ctx, `SELECT data FROM pg_logical_slot_peek_changes($1, NULL, NULL) WHERE data LIKE 'message:%'`, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) > 0 && strings.Contains(msgs[len(msgs)-1], want[len(want)-1].ID) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(msgs) != len(want) {
+		t.Fatalf("decoded %d messages, want %d (the rolled-back one not among them):\n%s", len(msgs), len(want), strings.Join(msgs, "\n"))
+	}
+	traceparent := fmt.Sprintf("00-%s-%s-01", span.SpanContext().TraceID(), span.SpanContext().SpanID())
+	for i, m := range msgs {
+		// message: transactional: 1 prefix: orders-outbox, sz: N content:{...}
+		head, content, ok := strings.Cut(m, " content:")
+		if !ok || !strings.HasPrefix(head, "message: transactional: 1 prefix: orders-outbox, sz: ") {
+			t.Fatalf("message %d is not a transactional message of the prefix: %s", i, m)
+		}
+		wantContent := fmt.Sprintf(`{"id":%q,"aggregatetype":"order","aggregateid":%q,"type":%q,"payload":{"agg":%q},"headers":{"traceparent":%q}}`,
+			want[i].ID, want[i].AggregateID, want[i].Type, want[i].AggregateID, traceparent)
+		if content != wantContent {
+			t.Errorf("message %d content\n%s\nwant\n%s", i, content, wantContent)
+		}
+	}
+}
