@@ -281,6 +281,10 @@ func TestMisconfigurations(t *testing.T) {
 		cfg, _ := s.config(t)
 		r, _ := run(ctx, t, cfg)
 		expect(t, r, check.CheckColumns, check.Fail, `no column "aggregateid"`, "(the table has aggregatetype, id)", "outbox.columns")
+		s.yaml["outbox"] = "outbox:\n  table: public.outbox\nrouting:\n  headers_column: meta\n"
+		cfg, _ = s.config(t)
+		r, _ = run(ctx, t, cfg)
+		expect(t, r, check.CheckColumns, check.Fail, `no column "meta" (routing.headers_column)`, `ALTER TABLE "public"."outbox" ADD COLUMN "meta" jsonb;`)
 		s.yaml["outbox"] = "outbox:\n  table: public.nothere\n"
 		cfg, _ = s.config(t)
 		r, _ = run(ctx, t, cfg)

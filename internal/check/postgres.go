@@ -331,6 +331,17 @@ func (c *pgCheck) checkColumns(ctx context.Context) {
 			fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;", c.tbl, pgx.Identifier{want.name}.Sanitize()))
 		}
 	}
+	if hc := c.cfg.Routing.HeadersColumn; hc != "" {
+		// Every event of a table without it would be an error.
+		switch got, ok := cols[hc]; {
+		case !ok:
+			fails = append(fails, fmt.Sprintf("no column %q (routing.headers_column): every event would be an error", hc))
+			fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s jsonb;", c.tbl, pgx.Identifier{hc}.Sanitize()))
+		case !slices.Contains([]string{"jsonb", "json", "text", "character varying"}, got.typ):
+			warns = append(warns, fmt.Sprintf("column %q (routing.headers_column) is %s; only a JSON object can be headers, anything else is an error of its event", hc, got.typ))
+			fixes = append(fixes, "make it jsonb")
+		}
+	}
 	if c.cfg.Source == "poll" {
 		pc := c.cfg.PollConfig()
 		pc.SetDefaults()
