@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,7 +118,9 @@ func (r *otlpReceiver) spanOf(t *testing.T, traceID trace.TraceID, parentID trac
 // and under the application's span, and follows them: the record arrives
 // with the writer's headers and trace id, its traceparent the relay's
 // span, which the OTLP receiver gets as the writer's span's child. An
-// event written in a transaction rolled back never arrives.
+// event written in a transaction rolled back never arrives. Restarted
+// without the OTEL_ variables, the relay makes no span and passes the
+// writer's traceparent on.
 func TestOutboxWriterEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
@@ -247,6 +250,35 @@ func TestOutboxWriterEndToEnd(t *testing.T) {
 	receiver.mu.Lock()
 	if receiver.service != "relay-under-test" {
 		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", receiver.service)
+	}
+	spans := len(receiver.spans)
+	receiver.mu.Unlock()
+
+	// Without OTEL_EXPORTER_OTLP_ENDPOINT the relay makes no span: the
+	// record carries the writer's traceparent as written, and nothing
+	// reaches the receiver.
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+	p = runBinary(t, cfg)
+	binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
+	events = nil
+	writeOrder(t, "pgx-3", func(ctx context.Context, id string) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return w.Write(ctx, tx, event(id, "pgx-3")) })
+	})
+	c.waitFor(t, map[string]row{events[0].id: {}}, time.Minute)
+	for _, r := range c.recs {
+		if header(r, "id") == events[0].id {
+			want := fmt.Sprintf("00-%s-%s-01", events[0].span.TraceID(), events[0].span.SpanID())
+			if got := header(r, "traceparent"); got != want {
+				t.Errorf("with tracing off, the record's traceparent is %q, want the writer's %q", got, want)
+			}
+		}
+	}
+	time.Sleep(time.Second) // longer than OTEL_BSP_SCHEDULE_DELAY, were it set
+	receiver.mu.Lock()
+	if n := len(receiver.spans); n != spans {
+		t.Errorf("with tracing off, the receiver got %d more spans", n-spans)
 	}
 	receiver.mu.Unlock()
 }
