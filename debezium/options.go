@@ -107,8 +107,8 @@ var Options = []Option{
 	{Name: "route.tombstone.on.empty.payload", Scope: ScopeRouter, Default: "false", Status: Same, Text: "`routing.tombstone_on_empty_payload`"},
 	{Name: "table.op.invalid.behavior", Scope: ScopeRouter, Default: "warn", Status: WithNote, Text: "warn and error: UPDATEs of outbox rows are skipped and logged (warning, once a minute); fatal is not supported, outboxrelay skips them"},
 	{Name: "debezium.op.invalid.behavior", Scope: ScopeRouter, Default: "warn", Status: WithNote, Text: "old name of table.op.invalid.behavior"},
-	{Name: "tracing.span.context.field", Scope: ScopeRouter, Default: "tracingspancontext", Status: WithNote, Text: "`routing.tracing_column`; its W3C traceparent (and tracestate) go out first, unchanged: Debezium sends the id of a span it creates as the parent, and only with OpenTelemetry on its classpath (set the key empty if yours had none)"},
-	{Name: "tracing.operation.name", Scope: ScopeRouter, Default: "debezium-read", Status: NoEffect, Text: "outboxrelay creates no spans", Report: Info},
+	{Name: "tracing.span.context.field", Scope: ScopeRouter, Default: "tracingspancontext", Status: WithNote, Text: "`routing.tracing_column`; its W3C traceparent (and tracestate) go out first: the writer's as it is, or, with OTEL_EXPORTER_OTLP_ENDPOINT set, the relay's own span's, as Debezium sends the id of a span it creates as the parent with OpenTelemetry on its classpath (set the key empty if yours had none); docs/application.md"},
+	{Name: "tracing.operation.name", Scope: ScopeRouter, Default: "debezium-read", Status: NoEffect, Text: "the relay's spans (with OTEL_EXPORTER_OTLP_ENDPOINT set) are named send <topic>, as OpenTelemetry's messaging conventions name them", Report: Info},
 	{Name: "tracing.with.context.field.only", Scope: ScopeRouter, Default: "false", Status: NoEffect, Text: "headers are sent only for rows with a span context", Report: Info},
 	{Name: "predicate, negate", Scope: ScopeRouter, Default: "(none)", Status: WithNote, Text: "a TopicNameMatches predicate that selects the outbox table is accepted (outboxrelay reads only that table); any other predicate is refused"},
 
