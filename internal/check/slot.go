@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -83,8 +84,49 @@ func (c *pgCheck) failoverText(ctx context.Context, slot string) string {
 	if !failover {
 		return "not a failover slot: a promoted standby does not have it; ALTER_REPLICATION_SLOT on a replication connection, or drop it and let the relay create it (cdc.failover_slot)"
 	}
-	return "a failover slot: a standby with sync_replication_slots keeps it"
+	return "a failover slot: a standby with sync_replication_slots keeps it; " + c.standbySyncText(ctx)
 }
+
+// standbySyncText says whether a standby is set up to keep the failover
+// slot, as far as the primary can tell: whether a standby's slot sync
+// worker is connected (sync_replication_slots on a standby), and whether
+// synchronized_standby_slots holds the relay back to what a standby has.
+// Without the latter, a standby promoted while behind has WAL that ends
+// before the relay's checkpoint, and the relay stops on the lost slot
+// rather than go on (TestFailoverSlotStandbyBehindStopsLoudly).
+func (c *pgCheck) standbySyncText(ctx context.Context) string {
+	var workers int
+	var standbySlots string
+	var inactive []string
+	err := c.conn.QueryRow(ctx, standbySyncQuery).Scan(&workers, &standbySlots, &inactive)
+	if err != nil {
+		return "whether a standby syncs it is unknown: " + err.Error()
+	}
+	var text string
+	if workers > 0 {
+		text = "a standby's slot sync worker is connected (sync_replication_slots)"
+	} else {
+		text = "no standby's slot sync worker is connected (or this role cannot see it): a promoted standby has the slot only if it runs with sync_replication_slots = on, hot_standby_feedback = on, primary_slot_name set and a dbname in primary_conninfo"
+	}
+	if standbySlots == "" {
+		return text + "; synchronized_standby_slots is empty, so the relay may receive changes a standby has not: after a failover to that standby the relay stops on the lost slot (server behind); set synchronized_standby_slots to the standby's physical slot"
+	}
+	text += fmt.Sprintf("; synchronized_standby_slots is %q: the relay receives only what those standbys have", standbySlots)
+	if len(inactive) > 0 {
+		text += fmt.Sprintf(", but no standby streams through %s now, and the relay receives nothing past what it has until one does (or the slot leaves the list)", strings.Join(inactive, ", "))
+	}
+	return text
+}
+
+// standbySyncQuery counts the slot sync workers of standbys connected
+// here (they name their connection so when primary_conninfo sets no
+// application_name), and reads synchronized_standby_slots with those of
+// its physical slots that no standby streams through.
+const standbySyncQuery = `
+	SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '%slotsync worker')::int,
+	       current_setting('synchronized_standby_slots'),
+	       coalesce(ARRAY(SELECT s FROM unnest(string_to_array(replace(current_setting('synchronized_standby_slots'), ' ', ''), ',')) s
+	              WHERE s <> '' AND NOT EXISTS (SELECT 1 FROM pg_replication_slots r WHERE r.slot_name = s AND r.active)), '{}')`
 
 // failoverQuery reads pg_replication_slots.failover, which PostgreSQL 17
 // added.
