@@ -38,6 +38,9 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 	if err != nil {
 		return slotPosition{}, err
 	}
+	if err := s.checkStandby(qctx, conn, facts); err != nil { // standby.go
+		return slotPosition{}, err
+	}
 	if err := facts.LogicalWAL().Err(); err != nil {
 		return slotPosition{}, err
 	}
@@ -271,6 +274,9 @@ func (s *Source) checkTableColumns(ctx context.Context, conn *pgx.Conn, t table)
 func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pgsql.Facts) error {
 	plan := facts.PublicationPlan()
 	if plan.Missing {
+		if facts.InRecovery {
+			return s.standbyPublicationError(fmt.Sprintf("publication %q does not exist", s.cfg.Publication), plan.Create)
+		}
 		if !*s.cfg.CreatePublication {
 			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, plan.Create))
 		}
@@ -294,6 +300,9 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 			continue
 		}
 		sql := pgsql.AddTableSQL(s.cfg.Publication, t.ident())
+		if facts.InRecovery {
+			return s.standbyPublicationError(fmt.Sprintf("publication %q does not include table %s", s.cfg.Publication, t), sql)
+		}
 		if !*s.cfg.CreatePublication {
 			return connector.Permanent(fmt.Errorf("publication %q does not include table %s and cdc.create_publication is false: %s", s.cfg.Publication, t, sql))
 		}

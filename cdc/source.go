@@ -75,6 +75,9 @@ type Source struct {
 	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
 	// when the replication session may set its own (PostgreSQL 12+).
 	walSenderChecked, sessionWalSenderTimeout atomic.Bool
+	// hotStandbyLogged: the source said, once, that it reads from a hot
+	// standby (standby.go); only Run touches it.
+	hotStandbyLogged bool
 }
 
 type sourceState int32

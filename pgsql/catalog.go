@@ -34,6 +34,9 @@ type Facts struct {
 	// REPLICATION there. CreateOnDatabase: it may create in the database
 	// (a publication needs that, and the table's ownership).
 	Super, Replication, RDSReplication, CreateOnDatabase bool
+	// InRecovery: the server is a standby (pg_is_in_recovery), which
+	// accepts no writes.
+	InRecovery bool
 	// Tables are the outbox tables, in the order asked for.
 	Tables []Table
 	// Publication is the one asked for; its Name is empty when none was.
@@ -88,9 +91,9 @@ func ReadFacts(ctx context.Context, q Querier, publication string, tables ...Tab
 		SELECT current_setting('server_version'), current_setting('server_version_num')::int, current_setting('wal_level'),
 		       current_database(), current_user, r.rolsuper, r.rolreplication,
 		       EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = 'rds_replication' AND pg_has_role(r.oid, g.oid, 'MEMBER')),
-		       has_database_privilege(current_database(), 'CREATE')
+		       has_database_privilege(current_database(), 'CREATE'), pg_is_in_recovery()
 		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&f.Version, &f.VersionNum, &f.WalLevel,
-		&f.Database, &f.User, &f.Super, &f.Replication, &f.RDSReplication, &f.CreateOnDatabase)
+		&f.Database, &f.User, &f.Super, &f.Replication, &f.RDSReplication, &f.CreateOnDatabase, &f.InRecovery)
 	if err != nil {
 		return Facts{}, fmt.Errorf("read the server's settings and the role's attributes: %w", err)
 	}

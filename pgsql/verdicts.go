@@ -45,6 +45,22 @@ func (f Facts) LogicalWAL() Verdict {
 	return Verdict{Level: OK, Detail: "logical"}
 }
 
+// StandbySource judges a server that is a hot standby as the CDC
+// source. PostgreSQL 16 and later decode changes on a standby; the relay
+// then reads there and writes nothing, so what it would otherwise create
+// (the publication) must come from the primary. Before 16 a standby
+// decodes nothing.
+func (f Facts) StandbySource() Verdict {
+	switch {
+	case !f.InRecovery:
+		return Verdict{Level: OK, Detail: "a primary"}
+	case f.VersionNum < 160000:
+		return Verdict{Fail, fmt.Sprintf("the server at postgres.url is a standby (pg_is_in_recovery() is true), and PostgreSQL %d decodes no changes on a standby; 16 and later do", f.VersionNum/10000),
+			"point postgres.url at the primary; to follow a failover, list every server with target_session_attrs=read-write (postgres://host1,host2/db?target_session_attrs=read-write) or use an address the failover moves"}
+	}
+	return Verdict{Level: OK, Detail: "a hot standby (pg_is_in_recovery() is true): the relay decodes here and writes nothing; the publication is made on the primary, the primary's wal_level must be logical, and the standby needs hot_standby_feedback = on with a primary_slot_name, or the primary removes catalog rows the slot needs and the slot is invalidated (docs/operations.md#a-standby-as-the-source)"}
+}
+
 // ReplicationRole judges whether the role may stream changes, and warns
 // of a superuser.
 func (f Facts) ReplicationRole() Verdict {

@@ -114,7 +114,18 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	}
 	c.user = c.facts.User
 	c.role = pgx.Identifier{c.user}.Sanitize()
-	r.pass(CheckPGConnection, "connected to PostgreSQL %s as %q, database %q on %s", c.facts.Version, c.user, pcfg.Database, hostPort(pcfg))
+	connected := fmt.Sprintf("connected to PostgreSQL %s as %q, database %q on %s", c.facts.Version, c.user, pcfg.Database, hostPort(pcfg))
+	switch v := c.facts.StandbySource(); {
+	case !c.facts.InRecovery:
+		r.pass(CheckPGConnection, "%s", connected)
+	case cfg.Source == "poll":
+		r.add(Fail, CheckPGConnection, connected+", a standby (pg_is_in_recovery() is true): the poller marks the rows it publishes, and a standby takes no writes",
+			"point postgres.url at the primary; to follow a failover, list every server with target_session_attrs=read-write (postgres://host1,host2/db?target_session_attrs=read-write) or use an address the failover moves")
+	case v.Level == pgsql.Fail:
+		r.add(Fail, CheckPGConnection, connected+"; "+v.Detail, v.Fix)
+	default:
+		r.pass(CheckPGConnection, "%s; %s", connected, v.Detail)
+	}
 	c.checkTLS(cctx, pcfg)
 	if cfg.Source == "cdc" {
 		c.report(CheckWalLevel, c.facts.LogicalWAL())

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
@@ -18,7 +20,7 @@ func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
 	var temporary bool
 	err := c.conn.QueryRow(ctx, `
 		SELECT coalesce(plugin, ''), coalesce(database, ''), temporary, coalesce(wal_status, ''), active_pid,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, safe_wal_size
+		       pg_wal_lsn_diff(`+pgsql.WALEnd+`, confirmed_flush_lsn)::bigint, safe_wal_size
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &database, &temporary, &walStatus, &pid, &lag, &safe)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var free int
@@ -73,6 +75,9 @@ func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
 // sync_replication_slots); before 17 no slot does, and the relay's
 // checkpoint is what makes the loss loud.
 func (c *pgCheck) failoverText(ctx context.Context, slot string) string {
+	if c.facts.InRecovery {
+		return "a slot of this standby: a promotion of this standby keeps it, a failover to another server does not"
+	}
 	version := c.facts.VersionNum
 	if version < 170000 {
 		return fmt.Sprintf("not a failover slot (PostgreSQL %d has none): a promoted standby does not have it, and the relay then stops on the lost slot (docs/guarantees.md#a-lost-replication-slot)", version/10000)
