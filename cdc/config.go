@@ -108,9 +108,10 @@ type Config struct {
 	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
 	// FailoverSlot creates the slot as a failover slot, which a promoted
 	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
-	// on the standby). Default true where the server supports it; ignored
-	// before 17.
-	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby); ignored before 17." default:"true (PostgreSQL 17+)"`
+	// on the standby; with synchronized_standby_slots on the primary, the
+	// standby is never behind the relay). Default true where the server
+	// supports it; ignored before 17.
+	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/operations.md#failover-slots." default:"true (PostgreSQL 17+)"`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network `yaml:"-"`
 }

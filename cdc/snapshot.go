@@ -301,9 +301,11 @@ func snapshotColumns(ctx context.Context, tx pgx.Tx, schema, table string) ([]co
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // failover says whether to create the slot as a failover slot, which a
-// promoted standby keeps (PostgreSQL 17 and later; cdc.failover_slot).
+// promoted standby keeps (PostgreSQL 17 and later; cdc.failover_slot). A
+// standby makes no failover slot of its own (0A000, "cannot enable
+// failover for a replication slot created on the standby").
 func (s *Source) failover(serverVersion int) bool {
-	if serverVersion < 170000 {
+	if serverVersion < 170000 || s.onHotStandby {
 		return false
 	}
 	return s.cfg.FailoverSlot == nil || *s.cfg.FailoverSlot

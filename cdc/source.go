@@ -75,9 +75,10 @@ type Source struct {
 	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
 	// when the replication session may set its own (PostgreSQL 12+).
 	walSenderChecked, sessionWalSenderTimeout atomic.Bool
-	// hotStandbyLogged: the source said, once, that it reads from a hot
-	// standby (standby.go); only Run touches it.
-	hotStandbyLogged bool
+	// onHotStandby: the server the source last prepared on is a hot
+	// standby (standby.go); hotStandbyLogged: it said so, once. Only Run
+	// touches them.
+	onHotStandby, hotStandbyLogged bool
 }
 
 type sourceState int32

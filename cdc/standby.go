@@ -24,6 +24,7 @@ import (
 // checkStandby refuses what cannot work on a standby, and warns once of
 // what makes its slot fragile.
 func (s *Source) checkStandby(ctx context.Context, conn *pgx.Conn, facts pgsql.Facts) error {
+	s.onHotStandby = facts.InRecovery
 	if !facts.InRecovery {
 		return nil
 	}
@@ -42,7 +43,7 @@ func (s *Source) checkStandby(ctx context.Context, conn *pgx.Conn, facts pgsql.F
 	if err := conn.QueryRow(ctx, `SELECT current_setting('hot_standby_feedback'), current_setting('primary_slot_name')`).Scan(&feedback, &primarySlot); err != nil {
 		return classify("read the standby's settings", err)
 	}
-	s.log.Info("the server is a hot standby: decoding there; the relay writes nothing to it", "slot", s.cfg.Slot)
+	s.log.Info("the server is a hot standby: decoding there; the relay writes nothing to it, and a slot it creates there is no failover slot (a standby makes none)", "slot", s.cfg.Slot)
 	if feedback != "on" || primarySlot == "" {
 		s.log.Warn("the standby the relay reads from runs without hot_standby_feedback or a primary_slot_name: the primary may remove catalog rows the relay's slot still needs, and the standby then invalidates the slot, which stops the relay on a lost slot",
 			"slot", s.cfg.Slot, "hot_standby_feedback", feedback, "primary_slot_name", primarySlot,

@@ -172,3 +172,36 @@ func TestStandbySourceRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbySourceSnapshotInitial has the relay create its slot on a hot
+// standby with cdc.snapshot initial: the snapshot the slot exports there
+// holds the rows the primary committed before, which the relay publishes
+// before it streams what commits after.
+func TestStandbySourceSnapshotInitial(t *testing.T) {
+	ctx := context.Background()
+	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
+	pair := startReplicaPair(t, 16, "logical decoding on a standby", func(ctx context.Context, pool *pgxpool.Pool) {
+		createOutbox(t, pool, "outbox")
+		if _, err := pool.Exec(ctx, `CREATE PUBLICATION relay FOR TABLE outbox WITH (publish = 'insert')`); err != nil {
+			t.Fatal(err)
+		}
+		w.write(ctx, t, pool)
+	})
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	p := startBinary(t, []string{"run", "--config", standbySourceConfig(t, pair, brokers, "  snapshot: initial\n")})
+	logStandbySnapshots(ctx, t, pair, "relay")
+	primary := connectPool(t, pair.primary.URL(replicaDB))
+	c := newCollector(t, brokers, "outbox.event.order")
+	w.seqBase = 100 / 10
+	w.write(ctx, t, primary)
+	rows := readRows(ctx, t, primary, "outbox")
+	c.waitFor(t, rows, time.Minute)
+	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	c.settle(500 * time.Millisecond)
+	rep := c.check(t, rows, partitions)
+	if rep.duplicates != 0 {
+		t.Errorf("%d events arrived twice; the snapshot and the stream should meet without overlap", rep.duplicates)
+	}
+}
