@@ -2,10 +2,12 @@ package cdc
 
 import "testing"
 
-// Only PostgreSQL 15 runs here: the statements for other versions are
-// checked as text, against the grammar of each version's documentation
-// (CREATE_REPLICATION_SLOT in "Streaming Replication Protocol", and
-// pg_create_logical_replication_slot in "Replication Management Functions").
+// The statements for each version are checked as text here, against the
+// grammar of each version's documentation (CREATE_REPLICATION_SLOT in
+// "Streaming Replication Protocol", and pg_create_logical_replication_slot
+// in "Replication Management Functions"); the integration tests
+// TestFailoverSlot* (17+) and TestStandbySource* (16+) run them on those
+// servers.
 func TestSlotStatements(t *testing.T) {
 	for _, tc := range []struct {
 		version  int
@@ -34,17 +36,21 @@ func TestSlotStatements(t *testing.T) {
 func TestFailoverDefault(t *testing.T) {
 	off := false
 	for _, tc := range []struct {
-		version int
-		set     *bool
-		want    bool
+		version    int
+		set        *bool
+		hotStandby bool
+		want       bool
 	}{
-		{150018, nil, false},
-		{170002, nil, true},
-		{170002, &off, false},
+		{150018, nil, false, false},
+		{170002, nil, false, true},
+		{170002, &off, false, false},
+		// 0A000: cannot enable failover for a replication slot created
+		// on the standby.
+		{170002, nil, true, false},
 	} {
-		s := &Source{cfg: Config{FailoverSlot: tc.set}}
+		s := &Source{cfg: Config{FailoverSlot: tc.set}, onHotStandby: tc.hotStandby}
 		if got := s.failover(tc.version); got != tc.want {
-			t.Errorf("version %d, cdc.failover_slot %v: failover %v, want %v", tc.version, tc.set, got, tc.want)
+			t.Errorf("version %d, cdc.failover_slot %v, on a hot standby %v: failover %v, want %v", tc.version, tc.set, tc.hotStandby, got, tc.want)
 		}
 	}
 }

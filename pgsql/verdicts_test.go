@@ -117,3 +117,33 @@ func TestPublicationPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestStandbySource(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		inRecovery bool
+		version    int
+		level      Level
+		want       []string
+	}{
+		{"primary", false, 150000, OK, []string{"a primary"}},
+		{"standby of 15", true, 150014, Fail, []string{"is a standby", "PostgreSQL 15 decodes no changes on a standby", "target_session_attrs=read-write"}},
+		{"standby of 16", true, 160000, OK, []string{"a hot standby", "publication is made on the primary", "hot_standby_feedback"}},
+		{"standby of 18", true, 180004, OK, []string{"a hot standby"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Facts{InRecovery: tc.inRecovery, VersionNum: tc.version}.StandbySource()
+			if v.Level != tc.level {
+				t.Errorf("level %d, want %d: %+v", v.Level, tc.level, v)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(v.Detail+" | "+v.Fix, w) {
+					t.Errorf("%+v does not say %q", v, w)
+				}
+			}
+			if err := v.Err(); (err != nil) != (tc.level == Fail) || (err != nil && !connector.IsPermanent(err)) {
+				t.Errorf("Err() = %v; want a permanent error only for Fail", err)
+			}
+		})
+	}
+}
