@@ -33,6 +33,10 @@ const standbySlot = "standby_1"
 // replicaDB is the database the outbox lives in, on both servers.
 const replicaDB = "outbox"
 
+// localMajor is the major version of the servers localpg starts, once a
+// test has asked one; 0 before.
+var localMajor atomic.Int64
+
 type replicaPair struct {
 	primary, standby *localpg.Server
 	major            int
@@ -62,11 +66,22 @@ func startReplicaPair(t *testing.T, minMajor int, what string, setup func(contex
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	primary := testenv.PostgresServer(t)
-	major := serverMajor(ctx, t, primary.URL("postgres"))
-	if major < minMajor {
+	skip := func(major int) {
+		t.Helper()
 		t.Skipf("%s needs PostgreSQL %d or later; the server started is PostgreSQL %d (set OUTBOXRELAY_TEST_PG=%d, or %s to a newer server's bin directory)",
 			what, minMajor, major, minMajor, localpg.BinDirEnv)
+	}
+	// Every server this test binary starts runs the same binaries: once
+	// one has said its version, a test that needs a newer one skips
+	// without starting another.
+	if major := int(localMajor.Load()); major != 0 && major < minMajor {
+		skip(major)
+	}
+	primary := testenv.PostgresServer(t)
+	major := serverMajor(ctx, t, primary.URL("postgres"))
+	localMajor.Store(int64(major))
+	if major < minMajor {
+		skip(major)
 	}
 	url, err := primary.CreateDatabase(ctx, replicaDB)
 	if err != nil {
