@@ -170,8 +170,8 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 		why = "the relay never confirms past its checkpoint, so someone else moved the slot (pg_replication_slot_advance, another consumer of it) or dropped it and created it again later"
 	case CauseBehind:
 		what = fmt.Sprintf("this server's WAL ends at %s, before the checkpoint", slot.wal)
-		why = "the relay already relayed past that point, so the database was restored from a backup (same system identifier) or a standby was promoted without the end of the primary's WAL: what commits now reuses positions the checkpoint says were relayed, and streaming would skip it. " +
-			"(With a failover slot, PostgreSQL 17 and later, synchronized_standby_slots on the primary, naming the standby's physical slot, keeps the relay from reading past what that standby has)"
+		why = "the relay already relayed past that point, so the database was restored from a backup (same system identifier) or a standby was promoted without the end of the primary's WAL: what commits now reuses positions the checkpoint says were relayed, and streaming would skip it; " +
+			"with a failover slot (PostgreSQL 17 and later), synchronized_standby_slots on the primary, naming the standby's physical slot, keeps the relay from reading past what that standby has"
 	case CauseRestored:
 		what = fmt.Sprintf("replication slot %q, replayed up to the checkpoint, sends what the relay never received: %s", name, slot.historyDetail)
 		why = fmt.Sprintf("this server has the same system identifier and WAL past the checkpoint, but another history: it was restored from a backup or file copy taken before the checkpoint (with the slot as the copy left it, at %s) and has been written to since, "+
