@@ -263,6 +263,14 @@ func (w *avroWriter) defaultValue(s *Schema, v any) error {
 		w.b = strconv.AppendBool(w.b, x)
 	case int64:
 		w.b = strconv.AppendInt(w.b, x, 10)
+	case javaDate:
+		// defaultValueFromConnect writes a logical date as the number
+		// Date, Time or Timestamp.fromLogical gives.
+		n, err := connectNumber(s.Name, x)
+		if err != nil {
+			return err
+		}
+		w.b = strconv.AppendInt(w.b, n, 10)
 	case float32:
 		// A FloatNode or DoubleNode, which Jackson writes as Java's
 		// Float.toString or Double.toString (0.0, 1.0E7), NaN quoted.
@@ -350,6 +358,15 @@ func avroValue(as avro.Schema, s *Schema, v any) (any, error) {
 }
 
 func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
+	if d, ok := v.(javaDate); ok {
+		// AvroData.fromConnectData: a logical date as its fromLogical
+		// number.
+		n, err := connectNumber(s.Name, d)
+		if err != nil {
+			return nil, err
+		}
+		v = n
+	}
 	switch s.Type {
 	case TypeInt8, TypeInt16, TypeInt32:
 		if n, ok := v.(int64); ok {

@@ -79,6 +79,8 @@ type tables struct {
 	// lacks or cannot write.
 	fits func(*tableMeta) error
 	read map[string]*readTable // by schema.table
+	// modes type the columns read.
+	modes valueModes
 }
 
 // readTable is an outbox table's catalog and when it was read.
@@ -155,7 +157,7 @@ func (ts *tables) load(ctx context.Context, name string) (*tableMeta, error) {
 	}
 	t := &tableMeta{schema: schema, table: table, columns: make([]*column, len(cols))}
 	for i, c := range cols {
-		t.columns[i] = &column{name: c.Name, typName: c.Type, typMod: c.TypeMod, notNull: c.NotNull, defaultExpr: c.Default}
+		t.columns[i] = &column{name: c.Name, typName: c.Type, typMod: c.TypeMod, notNull: c.NotNull, defaultExpr: c.Default, modes: ts.modes}
 	}
 	return t, nil
 }

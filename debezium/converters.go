@@ -250,6 +250,14 @@ func appendValueJSON(b []byte, s *Schema, v any) ([]byte, error) {
 		return strconv.AppendBool(b, x), nil
 	case int64:
 		return strconv.AppendInt(b, x, 10), nil
+	case javaDate:
+		// JsonConverter's LOGICAL_CONVERTERS write a Connect Date, Time
+		// or Timestamp as the number its fromLogical gives.
+		n, err := connectNumber(s.Name, x)
+		if err != nil {
+			return nil, err
+		}
+		return strconv.AppendInt(b, n, 10), nil
 	case float32:
 		return appendJSONFloat(b, javaFloat(x)), nil
 	case float64:
@@ -317,6 +325,8 @@ func javaToString(v any) (string, error) {
 		return strconv.FormatBool(x), nil
 	case int64:
 		return strconv.FormatInt(x, 10), nil
+	case javaDate:
+		return javaDateString(x), nil
 	case float32:
 		return javaFloat(x), nil
 	case float64:
@@ -379,6 +389,8 @@ func appendConnectString(b *strings.Builder, v any, embedded bool) error {
 		b.WriteString(strconv.FormatBool(x))
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
+	case javaDate:
+		b.WriteString(connectDateString(x))
 	case float32:
 		b.WriteString(javaFloat(x))
 	case float64:

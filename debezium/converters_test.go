@@ -349,9 +349,9 @@ func TestColumns(t *testing.T) {
 		{column{name: "t", typName: "timestamp", typMod: 3}, "2019-05-03 13:31:34.484",
 			`{"type":"int64","optional":true,"name":"io.debezium.time.Timestamp","version":1}`, int64(1556890294484)},
 		{column{name: "tz", typName: "timestamptz", typMod: -1, defaultExpr: "now()"}, "2024-01-02 03:04:05.12+01",
-			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00Z"}`, "2024-01-02T02:04:05.12Z"},
+			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00.000000Z"}`, "2024-01-02T02:04:05.120000Z"},
 		{column{name: "tz", typName: "timestamptz", typMod: -1, defaultExpr: "CURRENT_TIMESTAMP"}, "2024-01-02 03:04:05+05:30",
-			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1}`, "2024-01-01T21:34:05Z"},
+			`{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1}`, "2024-01-01T21:34:05.000000Z"},
 		{column{name: "f", typName: "float4"}, "1.5", `{"type":"float","optional":true}`, float32(1.5)},
 		{column{name: "by", typName: "bytea"}, "\x01", `{"type":"bytes","optional":true}`, []byte{1}},
 	} {

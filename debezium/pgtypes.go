@@ -18,6 +18,16 @@ const (
 	nameTimestamp      = "io.debezium.time.Timestamp"
 	nameMicroTimestamp = "io.debezium.time.MicroTimestamp"
 	nameZonedTimestamp = "io.debezium.time.ZonedTimestamp"
+	nameTime           = "io.debezium.time.Time"
+	nameMicroTime      = "io.debezium.time.MicroTime"
+	nameZonedTime      = "io.debezium.time.ZonedTime"
+	nameMicroDuration  = "io.debezium.time.MicroDuration"
+	nameInterval       = "io.debezium.time.Interval"
+	// Kafka Connect's logical types, which time.precision.mode=connect
+	// gives dates, times and timestamps.
+	nameConnectDate      = "org.apache.kafka.connect.data.Date"
+	nameConnectTime      = "org.apache.kafka.connect.data.Time"
+	nameConnectTimestamp = "org.apache.kafka.connect.data.Timestamp"
 )
 
 // column is what the outbox table's catalog says about one column.
@@ -28,15 +38,18 @@ type column struct {
 	notNull bool
 	// defaultExpr is pg_get_expr of the column default; "" for none.
 	defaultExpr string
+	// modes are the connector's options that type the column.
+	modes valueModes
 }
 
 // errUnsupportedType says a column's type has no Debezium mapping here.
 var errUnsupportedType = errors.New("type not supported")
 
 // schema is the Connect schema Debezium's PostgreSQL connector gives the
-// column with its default settings (decimal.handling.mode=precise,
-// time.precision.mode=adaptive, binary.handling.mode=bytes): optional
-// unless NOT NULL, with the column default where Debezium parses one.
+// column with the column's modes (time.precision.mode,
+// decimal.handling.mode, interval.handling.mode) and
+// binary.handling.mode=bytes: optional unless NOT NULL, with the column
+// default where Debezium parses one.
 func (c *column) schema() (*Schema, error) {
 	s := &Schema{Optional: !c.notNull}
 	switch c.typName {
@@ -62,19 +75,25 @@ func (c *column) schema() (*Schema, error) {
 		s.Type, s.Name, s.Version = TypeString, nameXML, 1
 	case "bytea":
 		s.Type = TypeBytes
-	case "date":
-		s.Type, s.Name, s.Version = TypeInt32, nameDate, 1
-	case "timestamp":
-		s.Type, s.Version = TypeInt64, 1
-		if c.typMod >= 0 && c.typMod <= 3 {
-			s.Name = nameTimestamp
-		} else {
-			s.Name = nameMicroTimestamp
+	case "date", "time", "timetz", "timestamp", "timestamptz":
+		c.temporalSchema(s)
+	case "numeric":
+		switch c.modes.decimal {
+		case DecimalDouble:
+			s.Type = TypeFloat64
+		case DecimalString:
+			s.Type = TypeString
+		default:
+			return nil, fmt.Errorf("column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as Connect's Decimal: %w by outboxrelay; set decimal.handling.mode double or string (routing.decimal_handling)", c.name, errUnsupportedType)
 		}
-	case "timestamptz":
-		s.Type, s.Name, s.Version = TypeString, nameZonedTimestamp, 1
+	case "interval":
+		if c.modes.interval == IntervalString {
+			s.Type, s.Name, s.Version = TypeString, nameInterval, 1
+		} else {
+			s.Type, s.Name, s.Version = TypeInt64, nameMicroDuration, 1
+		}
 	default:
-		return nil, fmt.Errorf("column %q has type %s: %w (outboxrelay writes Debezium's form of bool, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb, xml, bytea, date, timestamp and timestamptz)", c.name, c.typName, errUnsupportedType)
+		return nil, fmt.Errorf("column %q has type %s: %w (outboxrelay writes Debezium's form of bool, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb, xml, bytea, date, time, timetz, timestamp, timestamptz, interval, and numeric with decimal.handling.mode double or string)", c.name, c.typName, errUnsupportedType)
 	}
 	if c.defaultExpr != "" {
 		if d, ok := c.parseDefault(); ok {
@@ -126,27 +145,24 @@ func (c *column) value(raw []byte, null bool) (any, error) {
 		return append([]byte{}, raw...), nil
 	case "uuid":
 		return strings.ToLower(text), nil
-	case "date":
-		t, err := time.Parse("2006-01-02", text)
-		if err != nil {
-			return nil, fmt.Errorf("column %q: %q is not a date outboxrelay can convert (infinity and BC dates are not supported)", c.name, text)
-		}
-		return t.Unix() / 86400, nil
-	case "timestamp":
-		t, err := parsePGTimestamp(text, false)
+	case "date", "time", "timetz", "timestamp", "timestamptz":
+		v, err := c.temporalValue(text)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c.name, err)
 		}
-		if c.typMod >= 0 && c.typMod <= 3 {
-			return t.UnixMilli(), nil
-		}
-		return t.UnixMicro(), nil
-	case "timestamptz":
-		t, err := parsePGTimestamp(text, true)
+		return v, nil
+	case "numeric":
+		v, err := c.numericValue(text)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c.name, err)
 		}
-		return isoOffsetDateTime(t), nil
+		return v, nil
+	case "interval":
+		v, err := c.intervalValue(text)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		return v, nil
 	}
 	return text, nil
 }
@@ -172,17 +188,6 @@ func parsePGTimestamp(text string, zoned bool) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is not a timestamp outboxrelay can convert (set DateStyle to ISO; infinity and BC are not supported)", text)
 	}
 	return t.UTC(), nil
-}
-
-// isoOffsetDateTime formats t (in UTC) as Java's ISO_OFFSET_DATE_TIME,
-// which ZonedTimestamp uses: seconds always, the fraction only as long as
-// it needs to be, Z for UTC.
-func isoOffsetDateTime(t time.Time) string {
-	s := t.UTC().Format("2006-01-02T15:04:05")
-	if ns := t.Nanosecond(); ns != 0 {
-		s += strings.TrimRight(fmt.Sprintf(".%09d", ns), "0")
-	}
-	return s + "Z"
 }
 
 // timestampMillis reads the column as the record timestamp, in epoch
@@ -285,6 +290,25 @@ func (c *column) parseDefault() (any, bool) {
 		return v, true
 	case "date":
 		v, err := c.value([]byte(extractDefault(expr, "1970-01-01")), false)
+		return v, err == nil
+	case "time":
+		text := extractDefault(expr, "00:00")
+		if len(text) == len("00:00") {
+			text += ":00"
+		}
+		v, err := c.value([]byte(text), false)
+		return v, err == nil
+	case "numeric":
+		v, err := c.value([]byte(extractDefault(expr, "0.0")), false)
+		return v, err == nil
+	case "interval":
+		// Debezium's placeholder for a function default is
+		// PGInterval("epoch"), which outboxrelay does not reproduce: such
+		// a column gets no default here.
+		if functionDefault.MatchString(expr) {
+			return nil, false
+		}
+		v, err := c.value([]byte(extractDefault(expr, "")), false)
 		return v, err == nil
 	case "timestamp", "timestamptz":
 		text := extractDefault(expr, "1970-01-01 00:00:00")

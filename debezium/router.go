@@ -83,6 +83,7 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		names:   c.tables,
 		fits:    r.check,
 		read:    map[string]*readTable{},
+		modes:   valueModes{time: cfg.TimePrecision, decimal: cfg.DecimalHandling, interval: cfg.IntervalHandling},
 	}
 	if cfg.UsesRegistry() {
 		if r.registry, err = newRegistrySerde(cfg.Registry, registryFormat(cfg.KeyFormat), registryFormat(cfg.ValueFormat)); err != nil {

@@ -81,6 +81,21 @@ type RouterConfig struct {
 	// <prefix>.<schema>.<table>.<route-by value>.Value.
 	SchemaTopicPrefix string
 
+	// TimePrecision, DecimalHandling and IntervalHandling are the
+	// connector's time.precision.mode, decimal.handling.mode and
+	// interval.handling.mode: how date, time, timestamp, numeric and
+	// interval columns are typed where the router places them. Defaults
+	// Debezium's: adaptive, precise (which outboxrelay does not write: a
+	// numeric column placed with it is refused), numeric.
+	TimePrecision    TimePrecision
+	DecimalHandling  DecimalHandling
+	IntervalHandling IntervalHandling
+	// ContextHeaders is the connector's extended.headers.enabled (Debezium
+	// 3.2 and later, on by default there): every record starts with the
+	// __debezium.context.* headers, connectorLogicalName the
+	// SchemaTopicPrefix. Default false: outboxrelay's records have none.
+	ContextHeaders bool
+
 	// KeyFormat, ValueFormat and HeaderFormat say how the key, value and
 	// headers are written. Default FormatRaw for each.
 	KeyFormat    Format
@@ -158,6 +173,15 @@ func (c *RouterConfig) setDefaults() {
 	}
 	if c.JSONNullFields == "" {
 		c.JSONNullFields = "ignore"
+	}
+	if c.TimePrecision == "" {
+		c.TimePrecision = TimeAdaptive
+	}
+	if c.DecimalHandling == "" {
+		c.DecimalHandling = DecimalPrecise
+	}
+	if c.IntervalHandling == "" {
+		c.IntervalHandling = IntervalNumeric
 	}
 	if c.UsesRegistry() {
 		c.Registry.setDefaults()
@@ -301,6 +325,24 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	case "ignore", "optional_bytes":
 	default:
 		errs = append(errs, fmt.Errorf("routing.json_null_fields: %q is not ignore or optional_bytes", c.JSONNullFields))
+	}
+	switch c.TimePrecision {
+	case TimeAdaptive, TimeAdaptiveMicroseconds, TimeConnect:
+	default:
+		errs = append(errs, fmt.Errorf("routing.time_precision: %q is not adaptive, adaptive_time_microseconds or connect", c.TimePrecision))
+	}
+	switch c.DecimalHandling {
+	case DecimalPrecise, DecimalDouble, DecimalString:
+	default:
+		errs = append(errs, fmt.Errorf("routing.decimal_handling: %q is not precise, double or string", c.DecimalHandling))
+	}
+	switch c.IntervalHandling {
+	case IntervalNumeric, IntervalString:
+	default:
+		errs = append(errs, fmt.Errorf("routing.interval_handling: %q is not numeric or string", c.IntervalHandling))
+	}
+	if c.ContextHeaders && c.SchemaTopicPrefix == "" {
+		errs = append(errs, errors.New("routing.context_headers: the connectorLogicalName header is the connector's topic.prefix; set routing.schema_topic_prefix"))
 	}
 	return out, errors.Join(errs...)
 }

@@ -82,7 +82,8 @@ type Struct struct {
 }
 
 // Values are Go values of their schema's type: string, bool, int64 for
-// every integer type, float32, float64, []byte, *Struct, []any, or nil.
+// every integer type, float32, float64, []byte, *Struct, []any, or nil;
+// javaDate for Kafka Connect's logical Date, Time and Timestamp.
 
 // field returns the index of the named field, or -1.
 func (s *Schema) field(name string) int {
@@ -131,6 +132,9 @@ func (s *Schema) validate(v any) error {
 		_, ok = v.(bool)
 	case TypeInt8, TypeInt16, TypeInt32, TypeInt64:
 		_, ok = v.(int64)
+		if _, date := v.(javaDate); date {
+			ok = s.Name == nameConnectDate || s.Name == nameConnectTime || s.Name == nameConnectTimestamp
+		}
 	case TypeFloat32:
 		_, ok = v.(float32)
 	case TypeFloat64:
