@@ -3,6 +3,7 @@ package debezium_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -573,6 +574,7 @@ func compareRecord(t *testing.T, w record, r *kgo.Record, before, after time.Tim
 		t.Errorf("value\n got %q\nwant %q", r.Value, w.value)
 	}
 	wantH := toKgo(w.headers)
+	r.Headers = checkContextHeaders(t, r.Headers)
 	if len(r.Headers) != len(wantH) {
 		t.Errorf("headers %s, want %s", fmtHeaders(r.Headers), fmtHeaders(wantH))
 	} else {
@@ -705,4 +707,57 @@ func javaPartition(key []byte, partitions int32) int32 {
 	h *= m
 	h ^= h >> 15
 	return int32(h&0x7fffffff) % partitions
+}
+
+// runIDv7 is the text of a version 7 UUID, UUIDUtils.generateNewUUID's.
+var runIDv7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// checkContextHeaders checks the __debezium.context.* headers that every
+// record starts with while extended.headers.enabled is on (by default, in
+// Debezium 3.2 and later, which the cases leave it): the logical name
+// (topic.prefix), task 0, the plugin name, a version 7 run id
+// (DebeziumHeaderProducer.contextHeaders), each a string the header
+// converter wrote. It returns the headers after them.
+func checkContextHeaders(t *testing.T, hs []kgo.RecordHeader) []kgo.RecordHeader {
+	t.Helper()
+	text := func(v []byte) string {
+		var env struct {
+			Payload string `json:"payload"`
+		}
+		switch {
+		case bytes.HasPrefix(v, []byte(`{"schema":{"type":"string","optional":false},"payload":`)):
+			if err := json.Unmarshal(v, &env); err == nil {
+				return env.Payload
+			}
+		case bytes.HasPrefix(v, []byte(`"`)):
+			var s string
+			if err := json.Unmarshal(v, &s); err == nil {
+				return s
+			}
+		}
+		return string(v)
+	}
+	want := []string{"connectorLogicalName", "taskId", "connectorName", "runId"}
+	if len(hs) < len(want) {
+		t.Errorf("headers %s, want the %d context headers first", fmtHeaders(hs), len(want))
+		return hs
+	}
+	for i, k := range want {
+		got, v := hs[i].Key, text(hs[i].Value)
+		ok := got == "__debezium.context."+k
+		switch k {
+		case "connectorLogicalName":
+			ok = ok && (v == "dbserver1" || v == "tutorial")
+		case "taskId":
+			ok = ok && v == "0"
+		case "connectorName":
+			ok = ok && v == "postgresql"
+		case "runId":
+			ok = ok && runIDv7.MatchString(v)
+		}
+		if !ok {
+			t.Errorf("header %d is %s=%q, want __debezium.context.%s as DebeziumHeaderProducer writes it", i, got, v, k)
+		}
+	}
+	return hs[len(want):]
 }

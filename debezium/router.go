@@ -35,6 +35,9 @@ type Router struct {
 	// registry writes the key or value of a Schema Registry format (avro,
 	// json_sr, protobuf); nil without one.
 	registry *registrySerde
+	// context are the __debezium.context.* headers' values as text; nil
+	// without ContextHeaders.
+	context []connector.Header
 }
 
 var _ connector.Router = (*Router)(nil)
@@ -89,6 +92,11 @@ func NewRouter(cfg RouterConfig, opts ...RouterOption) (*Router, error) {
 		if r.registry, err = newRegistrySerde(cfg.Registry, registryFormat(cfg.KeyFormat), registryFormat(cfg.ValueFormat)); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ContextHeaders {
+		// One run id for the relay's life, as Debezium's is one for its
+		// task's.
+		r.context = contextHeaders(cfg.SchemaTopicPrefix, newRunID(time.Now()))
 	}
 	for _, o := range opts {
 		o(r)
@@ -150,8 +158,16 @@ func (r *Router) route(ctx context.Context, t *tableMeta, e *connector.Event) (c
 	}
 	m.Topic = topic
 
-	// Headers, in the order Kafka Connect sees them: the tracing span the
-	// router activates first, then id, then the additional fields.
+	// Headers, in the order Kafka Connect sees them: the connector's
+	// context headers, the tracing span the router activates, then id,
+	// then the additional fields.
+	for _, h := range r.context {
+		v, err := r.stringHeader(string(h.Value))
+		if err != nil {
+			return m, err
+		}
+		m.Headers = append(m.Headers, connector.Header{Key: h.Key, Value: v})
+	}
 	if cfg.TracingColumn != "" {
 		if raw, null, ok := e.Field(cfg.Columns, cfg.TracingColumn); ok && !null {
 			hs, err := spanContext(raw)

@@ -405,26 +405,57 @@ func (tr *translator) connector() {
 	default:
 		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
-	// Debezium 3.2 and later add context headers to every record
-	// (CommonConnectorConfig's extended.headers.enabled, default true),
-	// which the outbox router keeps; outboxrelay writes none.
-	if v, ok := tr.get("extended.headers.enabled"); ok {
-		if strings.EqualFold(strings.TrimSpace(v), "false") {
-			tr.note("extended.headers.enabled", Info, "false: Debezium writes no __debezium.context.* headers, and outboxrelay never writes them")
-		} else {
-			o, _ := lookup(ScopeConnector, "extended.headers.enabled")
-			tr.note("extended.headers.enabled", Warning, "%s", o.Text)
-		}
+	tr.contextHeaders()
+	tr.valueModes()
+}
+
+// contextHeaders maps extended.headers.enabled (CommonConnectorConfig,
+// Debezium 3.2.1 and later, default true): EventDispatcher.
+// getExtendedHeaders adds DebeziumHeaderProducer.contextHeaders to every
+// change event, and the outbox router keeps the record's headers, adding
+// its own after them. Older Debezium versions have no such option and no
+// such headers.
+func (tr *translator) contextHeaders() {
+	v, ok := tr.get("extended.headers.enabled")
+	if !ok {
+		tr.set("routing.context_headers", true)
+		tr.note("extended.headers.enabled", Info, "not set: true since Debezium 3.2, so every record starts with the __debezium.context.* headers, as Debezium 3.4 and later write them (runId new at each start; 3.2 and 3.3 have no runId); set it false if your Debezium is older than 3.2")
+		return
 	}
-	for _, k := range []string{"time.precision.mode", "binary.handling.mode"} {
-		v, ok := tr.get(k)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		tr.set("routing.context_headers", true)
+	case "false":
+		tr.set("routing.context_headers", false)
+	default:
+		tr.note("extended.headers.enabled", Unsupported, "%q is not true or false", v)
+	}
+}
+
+// valueModes maps the connector options that type columns.
+func (tr *translator) valueModes() {
+	for _, m := range []struct {
+		option, native string
+		allowed        []string
+	}{
+		{"time.precision.mode", "routing.time_precision", []string{"adaptive", "adaptive_time_microseconds", "connect"}},
+		{"decimal.handling.mode", "routing.decimal_handling", []string{"precise", "double", "string"}},
+		{"interval.handling.mode", "routing.interval_handling", []string{"numeric", "string"}},
+		{"binary.handling.mode", "", []string{"bytes"}},
+	} {
+		v, ok := tr.get(m.option)
 		if !ok {
 			continue
 		}
-		allowed := map[string][]string{"time.precision.mode": {"adaptive", "adaptive_time_microseconds"}, "binary.handling.mode": {"bytes"}}[k]
-		if !slices.Contains(allowed, v) {
-			o, _ := lookup(ScopeConnector, k)
-			tr.note(k, Unsupported, "%q: %s", v, o.Text)
+		// Debezium's EnumeratedValue.parse trims and ignores case.
+		v = strings.ToLower(strings.TrimSpace(v))
+		if !slices.Contains(m.allowed, v) {
+			o, _ := lookup(ScopeConnector, m.option)
+			tr.note(m.option, Unsupported, "%q: %s", v, o.Text)
+			continue
+		}
+		if m.native != "" {
+			tr.set(m.native, v)
 		}
 	}
 }

@@ -29,6 +29,34 @@ type DebeziumRouting struct {
 	KeyDelegateFormat        DelegateFormat `yaml:"key_delegate_format" doc:"With key_format bytes, how a key column that is not bytea is written: string, json or json+schema (BinaryDataConverter's delegate.converter.type). Unset, such a column is refused at start." default:"(none)"`
 	ValueDelegateFormat      DelegateFormat `yaml:"value_delegate_format" doc:"With value_format bytes, how a value that is not bytes (a payload column that is not bytea, envelope fields, an expanded payload) is written: string, json or json+schema, as key_delegate_format." default:"(none)"`
 	HeaderFormat             HeaderFormat   `yaml:"header_format" doc:"raw (column text), or headers as Kafka Connect writes them: simple (SimpleHeaderConverter), json or json+schema (JsonConverter)." default:"raw"`
+	TimePrecision            TimePrecision  `yaml:"time_precision" doc:"How date, time and timestamp columns in keys, headers and envelopes are typed, as Debezium's time.precision.mode: adaptive, adaptive_time_microseconds or connect." default:"adaptive"`
+	DecimalHandling          Decimal        `yaml:"decimal_handling" doc:"How numeric columns in keys, headers and envelopes are written, as Debezium's decimal.handling.mode: double or string; precise (Connect's Decimal) is not written, so such a column is refused at start." default:"precise"`
+	IntervalHandling         Interval       `yaml:"interval_handling" doc:"How interval columns in keys, headers and envelopes are written, as Debezium's interval.handling.mode: numeric (microseconds, months of 30.4375 days) or string (ISO 8601)." default:"numeric"`
+	ContextHeaders           *bool          `yaml:"context_headers" doc:"Start every record with Debezium's __debezium.context.* headers (connectorLogicalName: schema_topic_prefix, taskId 0, connectorName postgresql, runId new at each start), as extended.headers.enabled does in Debezium 3.2 and later." default:"false"`
+}
+
+// TimePrecision is routing.time_precision.
+type TimePrecision string
+
+// Values lists every TimePrecision.
+func (TimePrecision) Values() []string {
+	return []string{string(debezium.TimeAdaptive), string(debezium.TimeAdaptiveMicroseconds), string(debezium.TimeConnect)}
+}
+
+// Decimal is routing.decimal_handling.
+type Decimal string
+
+// Values lists every Decimal.
+func (Decimal) Values() []string {
+	return []string{string(debezium.DecimalPrecise), string(debezium.DecimalDouble), string(debezium.DecimalString)}
+}
+
+// Interval is routing.interval_handling.
+type Interval string
+
+// Values lists every Interval.
+func (Interval) Values() []string {
+	return []string{string(debezium.IntervalNumeric), string(debezium.IntervalString)}
 }
 
 // Format is how routing.key_format or routing.value_format writes a key
@@ -66,7 +94,8 @@ func (d *DebeziumRouting) used() bool {
 		d.AdditionalFieldsRequired != nil || d.ExpandJSONPayload != nil || d.JSONNullFields != "" ||
 		d.TimestampColumn != "" || d.TombstoneOnEmptyPayload != nil || d.TracingColumn != "" ||
 		d.SchemaVersionColumn != "" || d.SchemaTopicPrefix != "" || d.KeyFormat != "" ||
-		d.ValueFormat != "" || d.HeaderFormat != "" || d.KeyDelegateFormat != "" || d.ValueDelegateFormat != ""
+		d.ValueFormat != "" || d.HeaderFormat != "" || d.KeyDelegateFormat != "" || d.ValueDelegateFormat != "" ||
+		d.TimePrecision != "" || d.DecimalHandling != "" || d.IntervalHandling != "" || d.ContextHeaders != nil
 }
 
 // DebeziumRouter is the configuration of the Debezium router, or nil
@@ -102,6 +131,10 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 		HeaderFormat:             debezium.Format(d.HeaderFormat),
 		KeyDelegateFormat:        debezium.Format(d.KeyDelegateFormat),
 		ValueDelegateFormat:      debezium.Format(d.ValueDelegateFormat),
+		TimePrecision:            debezium.TimePrecision(d.TimePrecision),
+		DecimalHandling:          debezium.DecimalHandling(d.DecimalHandling),
+		IntervalHandling:         debezium.IntervalHandling(d.IntervalHandling),
+		ContextHeaders:           d.ContextHeaders != nil && *d.ContextHeaders,
 		Registry:                 c.SchemaRegistry.registry(),
 	}
 }
