@@ -27,6 +27,11 @@ type Event struct {
 	// TypeNull reports a NULL type column (Type is empty then), which
 	// Debezium writes as null: a null header, a null envelope field.
 	TypeNull bool
+	// AggregateIDNull reports a NULL aggregate id column (AggregateID is
+	// empty then). Such an event is Invalid, unless the runner passes
+	// NULL keys to its router ([WithNullKeys]), as Debezium's outbox
+	// router makes a record with a null key of it.
+	AggregateIDNull bool
 	// Payload is the payload column as stored: the text of json, jsonb and
 	// text columns, the raw bytes of bytea. Nil when the column is NULL.
 	Payload []byte
@@ -51,6 +56,9 @@ type Event struct {
 	// (a required column is NULL, say). The runner does not publish it: it
 	// sends it to the dead letter topic or stops with this error.
 	Invalid error
+	// onlyNullKey reports that Invalid says no more than that the
+	// aggregate id is NULL, which a runner [WithNullKeys] routes.
+	onlyNullKey bool
 }
 
 // Stages are the times an event passed on its way to the runner, besides
@@ -75,6 +83,9 @@ func (e *Event) Field(m ColumnMap, name string) (value []byte, null, ok bool) {
 	case m.AggregateType:
 		return []byte(e.AggregateType), false, true
 	case m.AggregateID:
+		if e.AggregateIDNull {
+			return nil, true, true
+		}
 		return []byte(e.AggregateID), false, true
 	case m.Type:
 		if e.TypeNull {
@@ -117,11 +128,13 @@ func (m ColumnMap) WithDefaults() ColumnMap {
 	return m
 }
 
-// Validate reports columns that are mapped twice.
+// Validate reports columns that are mapped twice. The aggregate id, which
+// is only the record key, may be any column, one of the others too (the
+// event id, say), as Debezium's table.field.event.key may.
 func (m ColumnMap) Validate() error {
 	seen := map[string]string{}
 	for _, f := range []struct{ role, name string }{
-		{"id", m.ID}, {"aggregatetype", m.AggregateType}, {"aggregateid", m.AggregateID},
+		{"id", m.ID}, {"aggregatetype", m.AggregateType},
 		{"type", m.Type}, {"payload", m.Payload},
 	} {
 		if other, dup := seen[f.name]; dup && f.name != "" {
@@ -143,13 +156,17 @@ func (m ColumnMap) NewEvent(cols []Column, commit time.Time, origin string) Even
 	extra := 0
 	for i := range cols {
 		c := &cols[i]
+		if c.Name == m.AggregateID {
+			// Read apart from the switch: the key may be another role's
+			// column.
+			aggID, have[2], e.AggregateIDNull = c.Value, !c.Null, c.Null
+		}
 		switch c.Name {
 		case m.ID:
 			id, have[0] = c.Value, !c.Null
 		case m.AggregateType:
 			aggType, have[1] = c.Value, !c.Null
 		case m.AggregateID:
-			aggID, have[2] = c.Value, !c.Null
 		case m.Type:
 			typ, have[3], e.TypeNull = c.Value, true, c.Null
 		case m.Payload:
@@ -186,6 +203,7 @@ func (m ColumnMap) NewEvent(cols []Column, commit time.Time, origin string) Even
 	for i, name := range []string{m.ID, m.AggregateType, m.AggregateID} {
 		if !have[i] {
 			e.Invalid = &EventError{EventID: e.ID, Origin: origin, Err: fmt.Errorf("column %q is missing or NULL", name)}
+			e.onlyNullKey = i == 2 && e.AggregateIDNull
 			break
 		}
 	}

@@ -133,6 +133,17 @@ func TestNewEvent(t *testing.T) {
 	if v, null, ok := e.Field(m, "tenant"); !ok || null || string(v) != "t1" {
 		t.Fatalf("Field(tenant) = %q %v %v", v, null, ok)
 	}
+	// The key as the id column: both roles read it.
+	byID := ColumnMap{AggregateID: "id"}.WithDefaults()
+	e = byID.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), col("aggregateid", "a")}, commit, "")
+	if e.Invalid != nil || e.ID != "1" || e.AggregateID != "1" || len(e.Extra) != 1 || e.Extra[0].Name != "aggregateid" {
+		t.Fatalf("key by id: %+v", e)
+	}
+	// A NULL key: Invalid, and Field says NULL.
+	e = m.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), null("aggregateid")}, commit, "")
+	if v, null, ok := e.Field(m, "aggregateid"); e.Invalid == nil || !e.AggregateIDNull || !e.onlyNullKey || !ok || !null || v != nil {
+		t.Fatalf("NULL key: %+v, Field = %q %v %v", e, v, null, ok)
+	}
 	// A NULL type stays NULL: Debezium writes it as null, not as "".
 	e = m.NewEvent([]Column{col("id", "1"), col("aggregatetype", "o"), col("aggregateid", "a"), null("type")}, commit, "")
 	if v, null, ok := e.Field(m, "type"); e.Invalid != nil || !e.TypeNull || !ok || !null || v != nil {
@@ -145,8 +156,12 @@ func TestNewEvent(t *testing.T) {
 }
 
 func TestColumnMapValidate(t *testing.T) {
-	if err := (ColumnMap{ID: "x", AggregateID: "x"}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `"x" is mapped as both`) {
+	if err := (ColumnMap{ID: "x", Payload: "x"}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `"x" is mapped as both`) {
 		t.Fatalf("err %v", err)
+	}
+	// The key may be any column (Debezium's table.field.event.key=id).
+	if err := (ColumnMap{ID: "x", AggregateID: "x"}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("the key as the id column: %v", err)
 	}
 	if err := (ColumnMap{}).WithDefaults().Validate(); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,14 @@ type Option func(*Runner)
 // record formats beyond it (Debezium's converters, say).
 func WithRouter(rt Router) Option { return func(r *Runner) { r.router = rt } }
 
+// WithNullKeys routes an event whose aggregate id column is NULL
+// ([Event.AggregateIDNull]) instead of treating it as invalid: for a
+// router that makes a record with a null key of it, as Debezium's outbox
+// router does. Kafka gives such records no key to partition by: each goes
+// to the partition the producer's sticky partitioner picks, so events
+// without a key keep no order among themselves or with any aggregate's.
+func WithNullKeys() Option { return func(r *Runner) { r.nullKeys = true } }
+
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option { return func(r *Runner) { r.log = l } }
 
@@ -89,7 +97,9 @@ type Runner struct {
 	src    Source
 	sink   Sink
 	router Router
-	log    *slog.Logger
+	// nullKeys: events with a NULL aggregate id go to the router.
+	nullKeys bool
+	log      *slog.Logger
 
 	// poisoned remembers events whose publication failed for good after
 	// they were handed to the sink, so that when the source delivers them
@@ -373,6 +383,9 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 			r.taken = append(r.taken, takenPoison{id: e.ID, ps: ps, p: p})
 		}
 		*m, err = Message{}, e.Invalid
+		if err != nil && e.onlyNullKey && r.nullKeys {
+			err = nil
+		}
 		if err == nil {
 			*m, err = r.router.Route(ctx, e)
 			m.Stages = e.Stages

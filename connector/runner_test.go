@@ -1297,3 +1297,74 @@ func runCalls(calls []string, n int) []string {
 	}
 	return calls[runs[n-1]+1 : end]
 }
+
+// TestRunnerNullKeys: a row whose aggregate id column is NULL is invalid,
+// unless the runner passes NULL keys to its router (WithNullKeys, as the
+// Debezium router asks), which then makes the record; an event invalid
+// for another reason stays invalid either way.
+func TestRunnerNullKeys(t *testing.T) {
+	m := ColumnMap{}.WithDefaults()
+	nullKey := m.NewEvent([]Column{{Name: "id", Value: []byte("nk")}, {Name: "aggregatetype", Value: []byte("order")},
+		{Name: "aggregateid", Null: true}, {Name: "payload", Value: []byte(`{}`)}}, time.Now(), "here")
+	nullID := m.NewEvent([]Column{{Name: "id", Null: true}, {Name: "aggregatetype", Value: []byte("order")},
+		{Name: "aggregateid", Null: true}}, time.Now(), "here")
+	if !nullKey.AggregateIDNull || nullKey.Invalid == nil || nullID.Invalid == nil {
+		t.Fatalf("NewEvent: null key %+v, null id %+v", nullKey, nullID)
+	}
+	// A router that writes a null key for a NULL aggregate id, as the
+	// Debezium router does.
+	router := routerFunc(func(ctx context.Context, e *Event) (Message, error) {
+		msg, err := NewRouting(Routing{}).Route(ctx, e)
+		if v, null, _ := e.Field(m, m.AggregateID); null {
+			msg.Key = v
+		}
+		return msg, err
+	})
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		bad     Event
+		wantErr string
+	}{
+		{name: "routed", opts: []Option{WithRouter(router), WithNullKeys()}, bad: nullKey},
+		{name: "without WithNullKeys", opts: []Option{WithRouter(router)}, bad: nullKey, wantErr: `column "aggregateid" is missing or NULL`},
+		{name: "a NULL id too", opts: []Option{WithRouter(router), WithNullKeys()}, bad: nullID, wantErr: `column "id" is missing or NULL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			o := newOutcomes()
+			var mu sync.Mutex
+			runs := 0
+			src := script(&runs, &mu, func() []Batch {
+				b := batch(o.done("a"), "ok1")
+				b.Events = append(b.Events, tc.bad, ev("ok2", "order"))
+				return []Batch{b}
+			})
+			run := start(t, src, k.sink(), RunnerConfig{}, tc.opts...)
+			if tc.wantErr != "" {
+				if err := run.result(t); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Run: %v; want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			o.wait(t, 1)
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := k.publishedOn(ownTopic); !slices.Equal(got, []string{"ok1", "nk", "ok2"}) {
+				t.Fatalf("published %v; want [ok1 nk ok2]", got)
+			}
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			for _, msg := range k.published {
+				if msg.EventID == "nk" && msg.Key != nil {
+					t.Errorf("key %q; want null", msg.Key)
+				}
+			}
+		})
+	}
+}
+
+type routerFunc func(ctx context.Context, e *Event) (Message, error)
+
+func (f routerFunc) Route(ctx context.Context, e *Event) (Message, error) { return f(ctx, e) }

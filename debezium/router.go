@@ -319,6 +319,9 @@ func (r *Router) stringHeader(v string) ([]byte, error) {
 
 func (r *Router) key(ctx context.Context, t *tableMeta, e *connector.Event, topic string) ([]byte, error) {
 	if r.cfg.KeyFormat == FormatRaw {
+		if e.AggregateIDNull {
+			return nil, nil
+		}
 		return []byte(e.AggregateID), nil
 	}
 	s, v, err := r.typed(t, e, r.cfg.Columns.AggregateID)

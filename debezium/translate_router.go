@@ -114,6 +114,12 @@ func (tr *translator) routerOptions() {
 		if !ok {
 			v = c.def
 		}
+		if c.option == "table.field.event.key" {
+			// The key is read on its own (EventRouterDelegate.
+			// defineRecordKey): any column, another role's too.
+			tr.set(c.native, v)
+			continue
+		}
 		if other, dup := roles[v]; dup {
 			if c.option == "table.field.event.type" {
 				// The router never reads the event type; routing by the

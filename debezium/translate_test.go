@@ -205,8 +205,14 @@ func TestTranslateOptions(t *testing.T) {
 		{name: "route by the type column", opts: map[string]string{"transforms.outbox.route.by.field": "type"},
 			want:  map[string]any{"outbox.columns.aggregatetype": "type", "outbox.columns.type": "(none)"},
 			notes: []note{{"transforms.outbox.route.by.field", debezium.Info, "event type"}}},
+		// EventRouterDelegate reads the key on its own (defineRecordKey):
+		// any column, another role's too.
 		{name: "route by the key column", opts: map[string]string{"transforms.outbox.route.by.field": "aggregateid"},
-			notes: []note{{"transforms.outbox.table.field.event.key", debezium.Unsupported, "a column for each role"}}},
+			want: map[string]any{"outbox.columns.aggregatetype": "aggregateid", "outbox.columns.aggregateid": "aggregateid"}},
+		{name: "key by the id column", opts: map[string]string{"transforms.outbox.table.field.event.key": "id"},
+			want: map[string]any{"outbox.columns.id": "id", "outbox.columns.aggregateid": "id"}},
+		{name: "payload by the id column", opts: map[string]string{"transforms.outbox.table.field.event.payload": "id"},
+			notes: []note{{"transforms.outbox.table.field.event.payload", debezium.Unsupported, "a column for each role"}}},
 		{name: "router options", opts: map[string]string{
 			"transforms.outbox.table.fields.additional.placement":        "type:header:eventType, tenant:envelope, part:partition",
 			"transforms.outbox.table.fields.additional.error.on.missing": "false",

@@ -208,7 +208,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		if err != nil {
 			return err
 		}
-		runOpts = append(runOpts, connector.WithRouter(allowed))
+		// Debezium's router makes a record with a null key of a row whose
+		// key column is NULL (EventRouterDelegate.defineRecordKey).
+		runOpts = append(runOpts, connector.WithRouter(allowed), connector.WithNullKeys())
 	}
 	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), runOpts...)
 	if err != nil {
