@@ -350,6 +350,9 @@ func avroValue(as avro.Schema, s *Schema, v any) (any, error) {
 			name := string(branch.Type())
 			if n, ok := branch.(avro.NamedSchema); ok {
 				name = n.FullName()
+			} else if p, ok := branch.(*avro.PrimitiveSchema); ok && p.Logical() != nil {
+				// hamba/avro names a logical branch type.logicalType.
+				name += "." + string(p.Logical().Type())
 			}
 			return map[string]any{name: out}, nil
 		}

@@ -1,9 +1,13 @@
 package debezium
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/hamba/avro/v2"
 )
 
 // Temporal, numeric and interval columns as Debezium's PostgreSQL
@@ -167,5 +171,70 @@ func TestConnectDates(t *testing.T) {
 				t.Errorf("string %s (%v), want %s", b, err, tc.string)
 			}
 		})
+	}
+}
+
+// The envelope of a connect-mode date, time and timestamp, and of the
+// ZonedTimestamp, in Avro: AvroData.fromConnectSchema gives Connect's
+// logical types their Avro logicalType (date, time-millis,
+// timestamp-millis) after the connect.* properties, and fromConnectData
+// writes the fromLogical numbers; Debezium's own time types stay named
+// primitives.
+func TestAvroModeColumns(t *testing.T) {
+	cols := []*column{
+		{name: "d", typName: "date", typMod: -1, modes: valueModes{time: TimeConnect}},
+		{name: "ti", typName: "time", typMod: -1, modes: valueModes{time: TimeConnect}},
+		{name: "ts", typName: "timestamp", typMod: -1, modes: valueModes{time: TimeConnect}},
+		{name: "tz", typName: "timestamptz", typMod: 3, modes: valueModes{time: TimeConnect}},
+	}
+	texts := []string{"2016-11-04", "13:51:30.123456", "2016-11-04 13:51:30.123456", "2016-11-04 13:51:30.5+00"}
+	s := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.order.Value"}
+	st := &Struct{Schema: s}
+	for i, c := range cols {
+		cs, err := c.schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.value([]byte(texts[i]), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Fields = append(s.Fields, Field{Name: c.name, Schema: cs})
+		st.Values = append(st.Values, v)
+	}
+	text, err := avroSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"record","name":"Value","namespace":"dbserver1.public.outbox.order","fields":[` +
+		`{"name":"d","type":["null",{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Date","logicalType":"date"}],"default":null},` +
+		`{"name":"ti","type":["null",{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Time","logicalType":"time-millis"}],"default":null},` +
+		`{"name":"ts","type":["null",{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp","logicalType":"timestamp-millis"}],"default":null},` +
+		`{"name":"tz","type":["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.time.ZonedTimestamp"}],"default":null}],` +
+		`"connect.name":"dbserver1.public.outbox.order.Value"}`
+	if text != want {
+		t.Errorf("schema\n got %s\nwant %s", text, want)
+	}
+	as, err := avro.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := avroValue(as, s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := avro.Marshal(as, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each field: the union's branch 1 (zigzag 02), then the value.
+	zig := func(n int64) []byte { return binary.AppendVarint(nil, n) }
+	var wantB []byte
+	for _, n := range []int64{17109, 49890123, 1478267490123} {
+		wantB = append(append(wantB, 2), zig(n)...)
+	}
+	wantB = append(append(append(wantB, 2), zig(int64(len("2016-11-04T13:51:30.500Z")))...), "2016-11-04T13:51:30.500Z"...)
+	if !bytes.Equal(b, wantB) {
+		t.Errorf("encoded % x\nwant % x", b, wantB)
 	}
 }
