@@ -90,7 +90,7 @@ const (
 var Options = []Option{
 	// The router.
 	{Name: "table.field.event.id", Scope: ScopeRouter, Default: "id", Status: Same, Text: "`outbox.columns.id`; header `id`"},
-	{Name: "table.field.event.key", Scope: ScopeRouter, Default: "aggregateid", Status: WithNote, Text: "`outbox.columns.aggregateid`; any column, the id or another role's too. A NULL key makes a record with a null key as in Debezium (the column's default if it has one): null with StringConverter, ByteArrayConverter and AvroConverter (nothing registered), the JSON null with JsonConverter; such a record goes to the producer's sticky partition, in no aggregate's order"},
+	{Name: "table.field.event.key", Scope: ScopeRouter, Default: "aggregateid", Status: WithNote, Text: "`outbox.columns.aggregateid`; any column, the id or another role's too. A NULL key makes a record with a null key as in Debezium (the column's default if it has one): null with StringConverter, ByteArrayConverter and AvroConverter (nothing registered), the JSON null with JsonConverter; a null record key goes to the producer's sticky partition, in no aggregate's order (JsonConverter's null is hashed as any key)"},
 	{Name: "table.field.event.type", Scope: ScopeRouter, Default: "type", Status: Same, Text: "`outbox.columns.type`"},
 	{Name: "table.field.event.payload", Scope: ScopeRouter, Default: "payload", Status: Same, Text: "`outbox.columns.payload`"},
 	{Name: "table.field.event.timestamp", Scope: ScopeRouter, Default: "(none)", Status: WithNote, Text: "`routing.timestamp_column`; timestamp columns as Debezium, timestamptz and bigint (epoch ms) too, which Debezium refuses. Without it the record timestamp is the commit time, where Debezium uses the time it processed the change"},

@@ -107,9 +107,11 @@ func TestDebeziumNullKey(t *testing.T) {
 				case i != 1 && string(r.Key) != string(tc.keyed):
 					t.Errorf("tenant t1: key %q, want %q", r.Key, tc.keyed)
 				}
-				if i != 1 {
+				// A key, JsonConverter's null too, is hashed as the Java
+				// producer hashes it; a null key has no such partition.
+				if r.Key != nil {
 					if p := javaPartition(r.Key, partitions); r.Partition != p {
-						t.Errorf("tenant t1: partition %d, the Java producer's is %d", r.Partition, p)
+						t.Errorf("event %d: partition %d, the Java producer's is %d", i+1, r.Partition, p)
 					}
 				}
 			}

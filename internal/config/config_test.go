@@ -269,7 +269,7 @@ func TestOutboxTableOverrides(t *testing.T) {
 	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"outbox:\n  tables:\n    - name: a.outbox\n      colums: {id: x}\n    - b.outbox\n", "field colums not found"},
-		{"outbox:\n  tables:\n    - name: a.outbox\n      columns: {id: aggregateid}\n    - b.outbox\n", "a.outbox: outbox.columns: column \"aggregateid\" is mapped as both"},
+		{"outbox:\n  tables:\n    - name: a.outbox\n      columns: {id: payload}\n    - b.outbox\n", "a.outbox: outbox.columns: column \"payload\" is mapped as both"},
 		{"outbox:\n  tables:\n    - name: a.outbox\n      routing: {topic: \"bad topic\"}\n    - b.outbox\n", "a.outbox: routing"},
 		{"outbox:\n  tables:\n    - name: a.outbox\n      routing: {topic_prefix: x.}\n    - b.outbox\nrouting:\n  value_format: json\n", "do not take per table"},
 	} {
