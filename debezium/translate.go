@@ -417,6 +417,12 @@ func (tr *translator) connector() {
 // such headers.
 func (tr *translator) contextHeaders() {
 	v, ok := tr.get("extended.headers.enabled")
+	if _, prefixed := tr.t.Setting("routing.schema_topic_prefix"); !prefixed && (!ok || strings.EqualFold(strings.TrimSpace(v), "true")) {
+		// Debezium refuses to start without topic.prefix, the
+		// connectorLogicalName header's value.
+		tr.note("extended.headers.enabled", Warning, "without topic.prefix there is no connectorLogicalName: the __debezium.context.* headers are left out")
+		return
+	}
 	if !ok {
 		tr.set("routing.context_headers", true)
 		tr.note("extended.headers.enabled", Info, "not set: true since Debezium 3.2, so every record starts with the __debezium.context.* headers, as Debezium 3.4 and later write them (runId new at each start; 3.2 and 3.3 have no runId); set it false if your Debezium is older than 3.2")
