@@ -3,6 +3,9 @@ package pgsql
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +30,47 @@ func DefaultParam(key, value string) Option {
 	return func(c *pgconn.Config) {
 		if _, set := c.RuntimeParams[key]; !set {
 			c.RuntimeParams[key] = value
+		}
+	}
+}
+
+// SessionDefaults sets run-time parameters for the session, each unless
+// the connection string sets it, as DefaultParam does, but with set_config
+// once connected rather than in the startup packet: PgBouncer refuses a
+// startup packet with parameters it does not track ("unsupported startup
+// parameter"), and so would refuse the connection in any pooling mode.
+// They cost one round trip when the connection opens. Not for a
+// replication connection, which has no extended protocol.
+func SessionDefaults(params map[string]string) Option {
+	return func(c *pgconn.Config) {
+		var sql strings.Builder
+		var args [][]byte
+		for _, k := range slices.Sorted(maps.Keys(params)) {
+			if _, set := c.RuntimeParams[k]; set {
+				continue
+			}
+			if sql.Len() == 0 {
+				sql.WriteString("SELECT ")
+			} else {
+				sql.WriteString(", ")
+			}
+			fmt.Fprintf(&sql, "set_config($%d, $%d, false)", len(args)+1, len(args)+2)
+			args = append(args, []byte(k), []byte(params[k]))
+		}
+		if len(args) == 0 {
+			return
+		}
+		query, after := sql.String(), c.AfterConnect
+		c.AfterConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+			if after != nil {
+				if err := after(ctx, conn); err != nil {
+					return err
+				}
+			}
+			if _, err := conn.ExecParams(ctx, query, args, nil, nil, nil).Close(); err != nil {
+				return fmt.Errorf("set the session's parameters: %w", err)
+			}
+			return nil
 		}
 	}
 }

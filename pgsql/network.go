@@ -98,13 +98,22 @@ func (n Network) Apply(cfg *pgconn.Config) {
 	// The server's side of the same socket: without these, a session
 	// whose client vanished keeps its locks (a claim's rows, a slot) until
 	// the server's kernel gives up, hours later. Any role may set them.
+	// An ordinary connection sets them once connected (SessionDefaults),
+	// since PgBouncer refuses them in the startup packet; a replication
+	// connection, which has no extended protocol and which no pooler
+	// carries anyway, sends them there.
 	secs := strconv.Itoa(max(int(n.Keepalive/time.Second), 1))
-	for k, v := range map[string]string{
+	server := map[string]string{
 		"tcp_keepalives_idle":     secs,
 		"tcp_keepalives_interval": secs,
 		"tcp_keepalives_count":    "3",
 		"tcp_user_timeout":        strconv.FormatInt(n.TCPUserTimeout.Milliseconds(), 10),
-	} {
+	}
+	if _, replication := cfg.RuntimeParams["replication"]; !replication {
+		SessionDefaults(server)(cfg)
+		return
+	}
+	for k, v := range server {
 		if _, set := cfg.RuntimeParams[k]; !set {
 			cfg.RuntimeParams[k] = v
 		}

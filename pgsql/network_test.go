@@ -38,12 +38,27 @@ func TestNetworkValidate(t *testing.T) {
 }
 
 // TestApply dials a local listener through the dialer Apply installs and
-// reads back the socket options the kernel holds.
+// reads back the socket options the kernel holds. The server's side of
+// the socket is set in the startup packet of a replication connection,
+// and once connected for any other (which PgBouncer lets in); integration
+// tests read them back from the server.
 func TestApply(t *testing.T) {
 	cfg, err := pgconn.ParseConfig("postgres://u@localhost/db?tcp_keepalives_idle=99")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ordinary := cfg.Copy()
+	Network{Keepalive: 7 * time.Second, TCPUserTimeout: 12 * time.Second}.Apply(ordinary)
+	for _, k := range []string{"tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"} {
+		if v, set := ordinary.RuntimeParams[k]; set {
+			t.Errorf("ordinary connection: runtime parameter %s = %q in the startup packet, which PgBouncer refuses", k, v)
+		}
+	}
+	if ordinary.RuntimeParams["tcp_keepalives_idle"] != "99" || ordinary.AfterConnect == nil {
+		t.Errorf("ordinary connection: the connection string's tcp_keepalives_idle is %q (want 99), AfterConnect set %v (want true)",
+			ordinary.RuntimeParams["tcp_keepalives_idle"], ordinary.AfterConnect != nil)
+	}
+	cfg.RuntimeParams["replication"] = "database"
 	Network{Keepalive: 7 * time.Second, TCPUserTimeout: 12 * time.Second}.Apply(cfg)
 	if cfg.ConnectTimeout != 10*time.Second {
 		t.Errorf("connect timeout %s, want the default 10s", cfg.ConnectTimeout)
@@ -55,7 +70,7 @@ func TestApply(t *testing.T) {
 		"tcp_user_timeout":        "12000",
 	} {
 		if got := cfg.RuntimeParams[k]; got != want {
-			t.Errorf("runtime parameter %s = %q, want %q", k, got, want)
+			t.Errorf("replication connection: runtime parameter %s = %q, want %q", k, got, want)
 		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
