@@ -74,7 +74,7 @@ func (l *listener) connect(ctx context.Context) error {
 		return connector.Permanent(fmt.Errorf("another outboxrelay polls %s with poll.buckets %s, and this one has %d: every instance must use the same poll.buckets, or they could publish an aggregate's events out of order; stop the others before changing it",
 			s.cfg.Table, others, s.cfg.Buckets))
 	}
-	l.conn, l.sess = conn, sessionFrom(conn.PID(), results[3])
+	l.conn, l.sess = conn, sessionFrom(results[3])
 	return nil
 }
 

@@ -96,6 +96,9 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 }
 
 func (s *Source) run(ctx context.Context, out chan<- connector.Batch) error {
+	if err := s.checkPooling(ctx); err != nil { // pooler.go
+		return err
+	}
 	conn, err := s.connect(ctx, true)
 	if err != nil {
 		return err
@@ -231,10 +234,13 @@ var named = pgsql.DefaultParam("application_name", applicationName)
 // connect opens an ordinary connection. The claiming connection gets a
 // lock_timeout (unless the user set one), so a row another session keeps
 // locked delays its buckets, with a warning, instead of hanging the relay.
+// These settings are made once connected (pgsql.SessionDefaults), so that
+// PgBouncer in session pooling mode, which refuses them in the startup
+// packet, lets the poller in.
 func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) {
-	opts := []pgsql.Option{named}
+	session := map[string]string{}
 	if claiming {
-		opts = append(opts, pgsql.DefaultParam("lock_timeout", "10s"))
+		session["lock_timeout"] = "10s"
 	}
 	// A claim's transaction holds its rows and buckets while Kafka takes
 	// the batch. If the relay's connection dies without a word, nothing
@@ -243,7 +249,7 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	// The server ends a transaction idle this long; a claim that waited
 	// as long for Kafka is then published again (at least once).
 	if claiming {
-		opts = append(opts, pgsql.DefaultParam("idle_in_transaction_session_timeout", strconv.FormatInt(idleInTxTimeout(s.cfg.Network).Milliseconds(), 10)))
+		session["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTxTimeout(s.cfg.Network).Milliseconds(), 10)
 	}
 	// The claim's statements are prepared once per connection. A generic
 	// plan chosen while the table was small (a sequential scan for the
@@ -251,8 +257,8 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	// table in delete mode may stay small enough never to lose it: batches
 	// took seconds each (docs/performance.md). A plan per execution costs
 	// microseconds and follows the table.
-	opts = append(opts, pgsql.DefaultParam("plan_cache_mode", "force_custom_plan"))
-	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, opts...)
+	session["plan_cache_mode"] = "force_custom_plan"
+	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, named, pgsql.SessionDefaults(session))
 	if err != nil {
 		return nil, classify("connect to PostgreSQL", err)
 	}

@@ -26,12 +26,15 @@ type session struct {
 	started int64
 }
 
-// sessionStartSQL is when the session running it started; identify and
-// the listener's connect ask it.
-const sessionStartSQL = `SELECT (extract(epoch FROM backend_start) * 1000000)::int8 FROM pg_stat_activity WHERE pid = pg_backend_pid()`
+// sessionStartSQL is the session running it, its pid and when it
+// started; identify and the listener's connect ask it. The pid is the
+// server's word, not the connection's BackendKeyData, which a pooler in
+// between (PgBouncer, in session pooling mode) makes up.
+const sessionStartSQL = `SELECT pid, (extract(epoch FROM backend_start) * 1000000)::int8 FROM pg_stat_activity WHERE pid = pg_backend_pid()`
 
-// identify asks the server when conn's session started. A session it
-// cannot identify is left to the server's timeout if its connection dies.
+// identify asks the server which session conn is, and when it started. A
+// session it cannot identify is left to the server's timeout if its
+// connection dies.
 func (s *Source) identify(ctx context.Context, conn *pgconn.PgConn) session {
 	qctx, cancel := s.cfg.Network.Query(ctx)
 	defer cancel()
@@ -40,19 +43,23 @@ func (s *Source) identify(ctx context.Context, conn *pgconn.PgConn) session {
 		s.log.Debug("could not identify the session; if its connection dies, the server's timeout ends it", "err", err)
 		return session{}
 	}
-	return sessionFrom(conn.PID(), res[0])
+	return sessionFrom(res[0])
 }
 
 // sessionFrom reads a session from the result of sessionStartSQL.
-func sessionFrom(pid uint32, res *pgconn.Result) session {
-	if len(res.Rows) != 1 || res.Rows[0][0] == nil {
+func sessionFrom(res *pgconn.Result) session {
+	if len(res.Rows) != 1 || res.Rows[0][0] == nil || res.Rows[0][1] == nil {
 		return session{}
 	}
-	started, err := strconv.ParseInt(string(res.Rows[0][0]), 10, 64)
+	pid, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 32)
 	if err != nil {
 		return session{}
 	}
-	return session{pid: pid, started: started}
+	started, err := strconv.ParseInt(string(res.Rows[0][1]), 10, 64)
+	if err != nil {
+		return session{}
+	}
+	return session{pid: uint32(pid), started: started}
 }
 
 // endSessions ends the sessions on the server from a fresh connection and
