@@ -83,9 +83,10 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 }
 
 // openReplication opens a replication connection to postgres.url, its
-// wal_sender_timeout limited (limitWalSender).
+// wal_sender_timeout limited (limitWalSender); a connection pooler there
+// is refused.
 func (s *Source) openReplication(ctx context.Context) (*pgconn.PgConn, error) {
-	return pgsql.ConnectPg(ctx, s.cfg.URL, s.cfg.Network, pgsql.Replication(), s.limitWalSender())
+	return connectReplication(ctx, s.cfg.URL, s.cfg.Network, s.limitWalSender()) // pooler.go
 }
 
 // limitWalSender sets the session's wal_sender_timeout to

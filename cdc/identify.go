@@ -33,8 +33,9 @@ func (id Identity) CheckpointKey(slot string) connector.CheckpointKey {
 // Identify asks the server at url who it is. It uses a replication
 // connection, which any role that may stream from a slot may open;
 // pg_control_system(), the SQL way, is not granted to every such role.
+// A connection pooler at url is refused here, at the relay's start.
 func Identify(ctx context.Context, url string, network pgsql.Network) (Identity, error) {
-	conn, err := pgsql.ConnectPg(ctx, url, network, pgsql.Replication())
+	conn, err := connectReplication(ctx, url, network)
 	if err != nil {
 		return Identity{}, classify("open a replication connection to identify the server", err)
 	}
