@@ -22,6 +22,7 @@ import (
 const (
 	CheckPGConnection  = "postgres connection"
 	CheckPGTLS         = "postgres TLS"
+	CheckPooler        = "connection pooler"
 	CheckWalLevel      = "wal_level"
 	CheckRole          = "role privileges"
 	CheckTable         = "outbox table"
@@ -78,9 +79,9 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	schema, table, _ := cdc.SplitTable(cfg.Outbox.Table) // validated with the config
 	c := &pgCheck{r: r, cfg: cfg, cdc: cfg.CDCConfig(), o: o, schema: schema, table: table, tbl: pgx.Identifier{schema, table}.Sanitize()}
 	c.cdc.SetDefaults()
-	later := []string{CheckPGTLS, CheckTable, CheckTableGrants, CheckColumns, CheckDeadLetter, CheckTrigger}
+	later := []string{CheckPooler, CheckPGTLS, CheckTable, CheckTableGrants, CheckColumns, CheckDeadLetter, CheckTrigger}
 	if cfg.Source == "cdc" {
-		later = []string{CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot}
+		later = []string{CheckPooler, CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot}
 	}
 
 	// The network bounds as the relay has them (keepalive,
@@ -101,6 +102,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 		return pgFacts{}
 	}
 	defer pgsql.Close(ctx, c.conn)
+	reportPooler := c.checkPooler(cctx, pcfg) // pooler.go; first, on a connection nothing else ran on
 
 	publication := ""
 	if cfg.Source == "cdc" {
@@ -109,7 +111,8 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	c.facts, err = pgsql.ReadFacts(cctx, c.conn, publication, pgsql.TableName{Schema: schema, Name: table})
 	if err != nil {
 		r.add(Fail, CheckPGConnection, "connected, but a first query failed: "+err.Error(), "see the PostgreSQL server log")
-		skipAll(r, later)
+		reportPooler() // a pooler may be why
+		skipAll(r, later[1:])
 		return pgFacts{}
 	}
 	c.user = c.facts.User
@@ -126,6 +129,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	default:
 		r.pass(CheckPGConnection, "%s; %s", connected, v.Detail)
 	}
+	reportPooler()
 	c.checkTLS(cctx, pcfg)
 	if cfg.Source == "cdc" {
 		c.report(CheckWalLevel, c.facts.LogicalWAL())
