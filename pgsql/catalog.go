@@ -37,6 +37,9 @@ type Facts struct {
 	// InRecovery: the server is a standby (pg_is_in_recovery), which
 	// accepts no writes.
 	InRecovery bool
+	// Provider is the managed service the server runs on, told by its
+	// administrators' role (provider.go), for the advice.
+	Provider Provider
 	// Tables are the outbox tables, in the order asked for.
 	Tables []Table
 	// Publication is the one asked for; its Name is empty when none was.
@@ -96,6 +99,9 @@ func ReadFacts(ctx context.Context, q Querier, publication string, tables ...Tab
 		&f.Database, &f.User, &f.Super, &f.Replication, &f.RDSReplication, &f.CreateOnDatabase, &f.InRecovery)
 	if err != nil {
 		return Facts{}, fmt.Errorf("read the server's settings and the role's attributes: %w", err)
+	}
+	if f.Provider, err = readProvider(ctx, q); err != nil {
+		return Facts{}, err
 	}
 	for _, tn := range tables {
 		t := Table{Schema: tn.Schema, Name: tn.Name}

@@ -39,8 +39,7 @@ func (v Verdict) Err() error {
 // LogicalWAL judges wal_level for logical replication.
 func (f Facts) LogicalWAL() Verdict {
 	if f.WalLevel != "logical" {
-		return Verdict{Fail, fmt.Sprintf("wal_level is %q; logical replication needs %q", f.WalLevel, "logical"),
-			"as a superuser: ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL (on a managed service, set the parameter in its console: rds.logical_replication = 1 on Amazon RDS, cloudsql.logical_decoding = on on Cloud SQL); or use source: poll"}
+		return Verdict{Fail, fmt.Sprintf("wal_level is %q; logical replication needs %q", f.WalLevel, "logical"), f.Provider.logicalWALFix()}
 	}
 	return Verdict{Level: OK, Detail: "logical"}
 }
@@ -62,9 +61,8 @@ func (f Facts) StandbySource() Verdict {
 }
 
 // ReplicationRole judges whether the role may stream changes, and warns
-// of a superuser.
+// of a superuser. Its fix is the provider's way (provider.go).
 func (f Facts) ReplicationRole() Verdict {
-	role := pgident.Quote(f.User)
 	switch {
 	case f.Super:
 		return Verdict{Warn, fmt.Sprintf("role %q is a superuser: it works, but the relay needs only REPLICATION and SELECT on the outbox table", f.User),
@@ -72,8 +70,7 @@ func (f Facts) ReplicationRole() Verdict {
 	case f.Replication || f.RDSReplication:
 		return Verdict{Level: OK, Detail: fmt.Sprintf("role %q may stream changes (REPLICATION) and is not a superuser", f.User)}
 	}
-	return Verdict{Fail, fmt.Sprintf("role %q lacks the REPLICATION attribute that reading a replication slot needs", f.User),
-		fmt.Sprintf("as a superuser: ALTER ROLE %s REPLICATION; (Amazon RDS: GRANT rds_replication TO %s;)", role, role)}
+	return Verdict{Fail, fmt.Sprintf("role %q lacks the REPLICATION attribute that reading a replication slot needs", f.User), f.Provider.replicationFix(f.User)}
 }
 
 // TableKind judges whether source ("cdc" or "poll") can read the outbox

@@ -147,3 +147,35 @@ func TestStandbySource(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderAdvice: on a managed service the fix for a role without
+// REPLICATION, and for wal_level, is that service's own: its role or
+// flag, and who may grant it.
+func TestProviderAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		provider  Provider
+		role, wal []string
+	}{
+		{SelfManaged, []string{`as a superuser: ALTER ROLE "relay" REPLICATION;`}, []string{"ALTER SYSTEM SET wal_level = logical", "rds.logical_replication = 1", "cloudsql.logical_decoding = on"}},
+		{RDS, []string{"GRANT rds_replication TO \"relay\";", "rds_superuser"}, []string{"rds.logical_replication = 1", "DB cluster parameter group", "reboot"}},
+		{CloudSQL, []string{`ALTER ROLE "relay" WITH REPLICATION;`, "cloudsqlsuperuser", "cloudsql.logical_decoding"}, []string{"cloudsql.logical_decoding to on"}},
+		{Azure, []string{`ALTER ROLE "relay" WITH REPLICATION;`, "azure_pg_admin"}, []string{"server parameter wal_level to logical"}},
+	} {
+		t.Run(tc.provider.Name(), func(t *testing.T) {
+			f := Facts{User: "relay", WalLevel: "replica", Provider: tc.provider}
+			for _, c := range []struct {
+				v    Verdict
+				want []string
+			}{{f.ReplicationRole(), tc.role}, {f.LogicalWAL(), tc.wal}} {
+				if c.v.Level != Fail {
+					t.Errorf("level %d, want Fail: %+v", c.v.Level, c.v)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(c.v.Fix, w) {
+						t.Errorf("fix %q does not say %q", c.v.Fix, w)
+					}
+				}
+			}
+		})
+	}
+}
