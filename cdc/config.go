@@ -77,6 +77,11 @@ type Config struct {
 	// Cleanup deletes rows the checkpoint proves are in Kafka
 	// (cleanup.go). Default off.
 	Cleanup Cleanup `yaml:"cleanup"`
+	// HeartbeatQuery is SQL the heartbeat runs after its message, on its
+	// own connection, every HeartbeatInterval: Debezium's
+	// heartbeat.action.query. It is the operator's own SQL, run as
+	// written, as Debezium runs it. Default none.
+	HeartbeatQuery string `yaml:"heartbeat_query" doc:"SQL run as written on the heartbeat's connection at every heartbeat, after its message, in one implicit transaction (Debezium's heartbeat.action.query, e.g. an INSERT into a heartbeat table): the operator's own SQL, never built from data. Needs cdc.heartbeat_interval; a failure is logged at ERROR with its SQLSTATE and tried again at the next heartbeat." default:"(none)"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
 	// reconnects. Every status update asks the server for an answer, so a
@@ -222,6 +227,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("cdc.message_prefixes: %q holds a NUL byte, which no prefix can", p))
 		}
 		seenPrefix[p] = true
+	}
+	if strings.TrimSpace(c.HeartbeatQuery) != "" && c.HeartbeatInterval <= 0 {
+		errs = append(errs, errors.New("cdc.heartbeat_query is set but cdc.heartbeat_interval is 0: the query runs at every heartbeat; set cdc.heartbeat_interval"))
 	}
 	if c.MaxBatchEvents < 0 || c.MaxBatchBytes < 0 {
 		errs = append(errs, fmt.Errorf("cdc.max_batch_events (%d) and cdc.max_batch_bytes (%d) must not be negative", c.MaxBatchEvents, c.MaxBatchBytes))

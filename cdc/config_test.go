@@ -21,6 +21,9 @@ func TestConfigReceiveTimeout(t *testing.T) {
 		{"set", Config{StatusInterval: 500 * time.Millisecond, ReceiveTimeout: 2 * time.Second}, 2 * time.Second, nil},
 		{"not above the status interval", Config{StatusInterval: 10 * time.Second, ReceiveTimeout: 10 * time.Second}, 10 * time.Second,
 			[]string{"cdc.receive_timeout (10s) must be longer than cdc.status_interval (10s)"}},
+		{"heartbeat query without a heartbeat", Config{HeartbeatQuery: "SELECT 1"}, 30 * time.Second,
+			[]string{"cdc.heartbeat_query is set but cdc.heartbeat_interval is 0"}},
+		{"heartbeat query", Config{HeartbeatQuery: "SELECT 1", HeartbeatInterval: time.Second}, 30 * time.Second, nil},
 		{"every problem at once", Config{ReceiveTimeout: 5 * time.Second, Network: pgsql.Network{Keepalive: -time.Second}}, 5 * time.Second,
 			[]string{"cdc.receive_timeout (5s) must be longer than cdc.status_interval (10s)", "postgres.keepalive: -1s is negative"}},
 	} {

@@ -203,3 +203,79 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestHeartbeatQuery runs cdc.heartbeat_query, Debezium's
+// heartbeat.action.query, at every heartbeat: the rows it inserts grow in
+// number. A query that fails is logged at ERROR with its SQLSTATE, once,
+// the source goes on, and once the table it writes to is back the rows
+// grow again.
+func TestHeartbeatQuery(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	url := testenv.Postgres(t)
+	admin := connect(ctx, t, url)
+	exec(ctx, t, admin,
+		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		`CREATE TABLE hb (at timestamptz NOT NULL, n int)`)
+	var logs syncBuffer
+	slot := "hbq_slot"
+	src, err := cdc.New(cdc.Config{
+		URL: url, Table: "public.outbox", Slot: slot, Publication: "hbq_pub",
+		StatusInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		// Two statements: one implicit transaction, as Debezium's JDBC
+		// execute and commit.
+		HeartbeatQuery: `INSERT INTO hb VALUES (now(), 1); INSERT INTO hb VALUES (now(), 2)`,
+	}, cdc.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan connector.Batch)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx, out) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("source: %v", err)
+		}
+	}()
+	go func() {
+		for b := range out {
+			if b.Done != nil {
+				b.Done(nil)
+			}
+		}
+	}()
+	defer close(out)
+	count := func() (rows, pairs int) {
+		if err := admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE n = 2) FROM hb`).Scan(&rows, &pairs); err != nil {
+			t.Fatal(err)
+		}
+		return rows, pairs
+	}
+	waitFor(ctx, t, "the heartbeat query to insert rows", func() bool { n, _ := count(); return n >= 6 })
+	first, _ := count()
+	waitFor(ctx, t, "the rows to keep growing", func() bool { n, _ := count(); return n > first+4 })
+	if n, pairs := count(); n != 2*pairs {
+		t.Errorf("hb has %d rows, %d of them second statements: both statements run at every heartbeat", n, pairs)
+	}
+
+	exec(ctx, t, admin, `ALTER TABLE hb RENAME TO hb_away`)
+	waitFor(ctx, t, "the failing query to be logged", func() bool { return strings.Contains(logs.String(), "cdc.heartbeat_query failed") })
+	time.Sleep(500 * time.Millisecond) // five more failed beats
+	if n := strings.Count(logs.String(), "cdc.heartbeat_query failed"); n != 1 {
+		t.Errorf("the failing query was logged %d times; want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "sqlstate=42P01") {
+		t.Errorf("the failure is not an ERROR naming its SQLSTATE (42P01, undefined_table):\n%s", logs.String())
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the source stopped when its heartbeat query failed: %v", err)
+	default:
+	}
+	exec(ctx, t, admin, `ALTER TABLE hb_away RENAME TO hb`)
+	before, _ := count()
+	waitFor(ctx, t, "the rows to grow again", func() bool { n, _ := count(); return n > before+2 })
+	waitFor(ctx, t, "the recovery to be logged", func() bool { return strings.Contains(logs.String(), "cdc.heartbeat_query works again") })
+}

@@ -128,7 +128,7 @@ var Options = []Option{
 	{Name: "column.include.list, column.exclude.list", Scope: ScopeConnector, Status: WithNote, Text: "not applied: the router sees every column (matters only for an excluded additional field)", Report: Warning},
 	{Name: "status.update.interval.ms", Scope: ScopeConnector, Default: "10000", Status: Same, Text: "`cdc.status_interval`"},
 	{Name: "heartbeat.interval.ms", Scope: ScopeConnector, Default: "0", Status: WithNote, Text: "`cdc.heartbeat_interval`: a logical message keeps an idle slot moving; no heartbeat records are written to Kafka"},
-	{Name: "heartbeat.action.query", Scope: ScopeConnector, Status: No, Text: "not run; the heartbeat's logical message needs no table", Report: Warning},
+	{Name: "heartbeat.action.query", Scope: ScopeConnector, Status: WithNote, Text: "`cdc.heartbeat_query`: run as written at every heartbeat (only with heartbeat.interval.ms > 0, as Debezium), on the heartbeat's own connection, after its logical message; a failure is logged at ERROR and relaying goes on"},
 	{Name: "topic.heartbeat.prefix", Scope: ScopeConnector, Default: "__debezium-heartbeat", Status: NoEffect, Text: "no heartbeat records", Report: Info},
 	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "`cdc.snapshot`: initial and when_needed publish the rows already in the table when outboxrelay creates the slot (from the slot's exported snapshot), never and no_data do not; a slot that exists (a takeover) is streamed from without a snapshot. always, initial_only and the others are refused", Report: Warning},
 	{Name: "slot.drop.on.stop", Scope: ScopeConnector, Default: "false", Status: No, Text: "outboxrelay never drops its slot", Report: Warning},

@@ -377,12 +377,15 @@ func (tr *translator) connector() {
 			tr.set("cdc.status_interval", d)
 		}
 	}
+	beating := false
 	if v, ok := tr.get("heartbeat.interval.ms"); ok && v != "0" {
 		if d, ok := tr.millis("heartbeat.interval.ms", v); ok {
 			tr.set("cdc.heartbeat_interval", d)
+			beating = true
 			tr.note("heartbeat.interval.ms", Info, "cdc.heartbeat_interval: a logical message (pg_logical_emit_message) keeps the slot moving while the outbox is idle; no records go to __debezium-heartbeat.<topic.prefix>")
 		}
 	}
+	tr.heartbeatQuery(beating)
 	for _, k := range []string{"topic.prefix", "database.server.name"} {
 		if v, ok := tr.get(k); ok {
 			tr.set("routing.schema_topic_prefix", v)
@@ -463,6 +466,24 @@ func (tr *translator) valueModes() {
 		if m.native != "" {
 			tr.set(m.native, v)
 		}
+	}
+}
+
+// heartbeatQuery maps heartbeat.action.query. Debezium runs it only with
+// a heartbeat (HeartbeatFactory.getScheduledHeartbeat returns no heartbeat
+// when heartbeat.interval.ms is 0) and only when it is not blank
+// (DatabaseHeartbeatFactory), on a connection of its own, at every
+// heartbeat (CompositeHeartbeat), with JDBC's execute and commit
+// (DatabaseHeartbeatImpl, JdbcConnection.execute).
+func (tr *translator) heartbeatQuery(beating bool) {
+	q, ok := tr.get("heartbeat.action.query")
+	switch {
+	case !ok || strings.TrimSpace(q) == "":
+	case !beating:
+		tr.note("heartbeat.action.query", Info, "not run: heartbeat.interval.ms is 0 or unset, and Debezium runs the query only at a heartbeat")
+	default:
+		tr.set("cdc.heartbeat_query", q)
+		tr.note("heartbeat.action.query", Info, "cdc.heartbeat_query: run as written at every heartbeat, after its logical message, on the heartbeat's connection; a failure is logged at ERROR and the relay goes on (Debezium stops the task on undefined_table and admin_shutdown)")
 	}
 }
 

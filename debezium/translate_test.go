@@ -245,6 +245,18 @@ func TestTranslateOptions(t *testing.T) {
 			notes: []note{{"transforms.outbox.table.fields.additional.placement", debezium.Unsupported, "placement"}}},
 		{name: "bad boolean", opts: map[string]string{"transforms.outbox.table.expand.json.payload": "yes"},
 			notes: []note{{"transforms.outbox.table.expand.json.payload", debezium.Unsupported, "true or false"}}},
+		// Debezium runs heartbeat.action.query only with a heartbeat:
+		// HeartbeatFactory.getScheduledHeartbeat returns none when
+		// heartbeat.interval.ms is 0; DatabaseHeartbeatFactory none for a
+		// blank query.
+		{name: "heartbeat action query", opts: map[string]string{"heartbeat.interval.ms": "1000", "heartbeat.action.query": "INSERT INTO hb VALUES (now())"},
+			want:  map[string]any{"cdc.heartbeat_interval": "1s", "cdc.heartbeat_query": "INSERT INTO hb VALUES (now())"},
+			notes: []note{{"heartbeat.action.query", debezium.Info, "run as written at every heartbeat"}}},
+		{name: "heartbeat action query without a heartbeat", opts: map[string]string{"heartbeat.action.query": "INSERT INTO hb VALUES (now())"},
+			want:  map[string]any{"cdc.heartbeat_interval": nil, "cdc.heartbeat_query": nil},
+			notes: []note{{"heartbeat.action.query", debezium.Info, "not run: heartbeat.interval.ms is 0"}}},
+		{name: "blank heartbeat action query", opts: map[string]string{"heartbeat.interval.ms": "1000", "heartbeat.action.query": "  "},
+			want: map[string]any{"cdc.heartbeat_query": nil}},
 		{name: "invalid op behavior", opts: map[string]string{"transforms.outbox.table.op.invalid.behavior": "fatal"},
 			notes: []note{{"transforms.outbox.table.op.invalid.behavior", debezium.Warning, "skips and logs"}}},
 		{name: "removed router option", opts: map[string]string{"transforms.outbox.table.field.event.payload.id": "aggregateid"},
