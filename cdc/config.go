@@ -117,6 +117,14 @@ type Config struct {
 	// standby is never behind the relay). Default true where the server
 	// supports it; ignored before 17.
 	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/operations.md#failover-slots." default:"true (PostgreSQL 17+)"`
+	// OnUpdate is what the source does with an UPDATE of an outbox row:
+	// "skip" counts it and warns once a minute; "fail" makes it an event
+	// that cannot be published, named by its row, which stops the relay
+	// (or goes to kafka.dead_letter_topic), as Debezium's
+	// table.op.invalid.behavior=fatal stops the task. With "fail" the
+	// publication must publish updates: one the source creates does.
+	// Default "skip".
+	OnUpdate OnUpdate `yaml:"on_update" doc:"An UPDATE of an outbox row: skip counts it and warns once a minute; fail stops relaying with an error naming the row (or sends it to kafka.dead_letter_topic), after every event committed before it, as Debezium's table.op.invalid.behavior=fatal. With fail the publication must publish updates: one the relay creates does, an existing one without them is refused at start with the ALTER PUBLICATION to run."`
 	// Network bounds every connection's silence and round trips.
 	Network pgsql.Network `yaml:"-"`
 }
@@ -133,6 +141,19 @@ const (
 
 // Values lists every OnSlotLoss.
 func (OnSlotLoss) Values() []string { return []string{string(SlotLossFail), string(SlotLossRecreate)} }
+
+// OnUpdate is what the source does with an UPDATE of an outbox row
+// (Config.OnUpdate).
+type OnUpdate string
+
+// What OnUpdate may be.
+const (
+	UpdateSkip OnUpdate = "skip"
+	UpdateFail OnUpdate = "fail"
+)
+
+// Values lists every OnUpdate.
+func (OnUpdate) Values() []string { return []string{string(UpdateSkip), string(UpdateFail)} }
 
 func (c *Config) SetDefaults() {
 	if c.Table == "" && len(c.Tables) == 0 {
@@ -166,6 +187,9 @@ func (c *Config) SetDefaults() {
 		c.Snapshot = SnapshotNever
 	}
 	c.Cleanup.SetDefaults()
+	if c.OnUpdate == "" {
+		c.OnUpdate = UpdateSkip
+	}
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = 1000
 	}
@@ -206,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot != SnapshotNever && c.Snapshot != SnapshotInitial {
 		errs = append(errs, fmt.Errorf("cdc.snapshot: %q is neither %q nor %q", c.Snapshot, SnapshotNever, SnapshotInitial))
+	}
+	if c.OnUpdate != UpdateSkip && c.OnUpdate != UpdateFail {
+		errs = append(errs, fmt.Errorf("cdc.on_update: %q is neither %q nor %q", c.OnUpdate, UpdateSkip, UpdateFail))
 	}
 	if c.TakeoverAfter < 0 || (c.TakeoverAfter > 0 && c.TakeoverAfter <= 2*c.StatusInterval) {
 		errs = append(errs, fmt.Errorf("cdc.takeover_after (%s) must be 0 (off) or longer than twice cdc.status_interval (%s): a live relay answers the server only once per status interval", c.TakeoverAfter, c.StatusInterval))

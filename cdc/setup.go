@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/pgident"
 	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
@@ -283,8 +284,17 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 		if _, err := conn.Exec(ctx, plan.Create); err != nil && !isDuplicate(err) {
 			return classify("create the publication", err)
 		}
+		if s.cfg.OnUpdate == UpdateFail {
+			// cdc.on_update fail must see the updates it refuses.
+			if _, err := conn.Exec(ctx, publishUpdatesSQL(s.cfg.Publication)); err != nil {
+				return classify("make the publication publish updates (cdc.on_update fail)", err)
+			}
+		}
 		s.log.Info("created publication", "publication", s.cfg.Publication, "tables", strings.Join(s.cfg.tableNames(), ", "))
 		return nil
+	}
+	if s.cfg.OnUpdate == UpdateFail && !facts.Publication.Update {
+		return connector.Permanent(fmt.Errorf("publication %q does not publish updates, so cdc.on_update fail (Debezium's table.op.invalid.behavior=fatal) would never see an UPDATE of an outbox row: as its owner run %s, or set cdc.on_update: skip", s.cfg.Publication, publishUpdatesSQL(s.cfg.Publication)))
 	}
 	var fatal pgsql.PublicationPlan
 	for _, p := range plan.Problems {
@@ -315,6 +325,11 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 		s.warnTableRowsBefore(ctx, conn, t, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
 	}
 	return nil
+}
+
+// publishUpdatesSQL makes publication pub publish inserts and updates.
+func publishUpdatesSQL(pub string) string {
+	return fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert, update')", pgident.Quote(pub))
 }
 
 // slotPosition is where streaming from the slot begins. fresh: the slot

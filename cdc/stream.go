@@ -239,6 +239,9 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	case *pglogrepl.LogicalDecodingMessage:
 		return st.message(ctx, m)
 	case *pglogrepl.UpdateMessage:
+		if st.src.cfg.OnUpdate == UpdateFail {
+			return st.refuseUpdate(ctx, m)
+		}
 		st.skip(m.RelationID, "UPDATE")
 	case *pglogrepl.DeleteMessage:
 		st.skip(m.RelationID, "DELETE")

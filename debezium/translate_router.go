@@ -211,11 +211,15 @@ func (tr *translator) routerOptions() {
 		if !ok {
 			continue
 		}
+		// EventRouterDelegate.handleUnexpectedOperation: warn and error
+		// log each UPDATE and skip it; fatal throws, which stops the task.
+		// DELETEs are skipped whatever the setting.
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "warn", "error":
 			tr.note(p+k, Info, "%s: UPDATEs of outbox rows are skipped and logged as warnings, once a minute", v)
 		case "fatal":
-			tr.note(p+k, Warning, "fatal is not supported: outboxrelay skips and logs UPDATEs of outbox rows instead of stopping")
+			tr.set("cdc.on_update", "fail")
+			tr.note(p+k, Info, "fatal: cdc.on_update fail: an UPDATE of an outbox row stops relaying with an error naming the row, after every event committed before it (with kafka.dead_letter_topic set, it goes there instead); the publication must publish updates")
 		default:
 			tr.note(p+k, Unsupported, "%q is not warn, error or fatal", v)
 		}

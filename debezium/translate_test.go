@@ -257,8 +257,13 @@ func TestTranslateOptions(t *testing.T) {
 			notes: []note{{"heartbeat.action.query", debezium.Info, "not run: heartbeat.interval.ms is 0"}}},
 		{name: "blank heartbeat action query", opts: map[string]string{"heartbeat.interval.ms": "1000", "heartbeat.action.query": "  "},
 			want: map[string]any{"cdc.heartbeat_query": nil}},
-		{name: "invalid op behavior", opts: map[string]string{"transforms.outbox.table.op.invalid.behavior": "fatal"},
-			notes: []note{{"transforms.outbox.table.op.invalid.behavior", debezium.Warning, "skips and logs"}}},
+		// EventRouterDelegate.handleUnexpectedOperation: fatal throws on
+		// an UPDATE; warn and error log and skip it.
+		{name: "invalid op behavior fatal", opts: map[string]string{"transforms.outbox.table.op.invalid.behavior": "FATAL"},
+			want:  map[string]any{"cdc.on_update": "fail"},
+			notes: []note{{"transforms.outbox.table.op.invalid.behavior", debezium.Info, "stops relaying with an error naming the row"}}},
+		{name: "invalid op behavior warn", opts: map[string]string{"transforms.outbox.table.op.invalid.behavior": "warn"},
+			want: map[string]any{"cdc.on_update": nil}},
 		{name: "removed router option", opts: map[string]string{"transforms.outbox.table.field.event.payload.id": "aggregateid"},
 			notes: []note{{"transforms.outbox.table.field.event.payload.id", debezium.Warning, "removed in Debezium 2.0"}}},
 		{name: "unknown router option", opts: map[string]string{"transforms.outbox.route.topic.prefix": "x"},

@@ -61,3 +61,53 @@ func TestDebeziumHeartbeatActionQuery(t *testing.T) {
 		t.Errorf("the relay did not say how it maps heartbeat.action.query:\n%s", out)
 	}
 }
+
+// TestDebeziumInvalidOpFatal: with table.op.invalid.behavior=fatal,
+// Debezium's EventRouterDelegate.handleUnexpectedOperation throws on an
+// UPDATE of an outbox row ("Unexpected update message received <key>,
+// fail.") and the task stops, after the records before it. The relay
+// publishes the event committed before the UPDATE, then stops with an
+// error naming the updated row; the event committed after it waits in the
+// slot. (Debezium's publication, FOR ALL TABLES, publishes updates.)
+func TestDebeziumInvalidOpFatal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pgURL, pool, slot := debeziumDatabase(ctx, t, outboxEventDDL)
+	_, brokers := testenv.Kafka(t)
+	content := exampleConnector(pgURL, slot, `,
+    "transforms.outbox.table.op.invalid.behavior": "fatal"`)
+	p := runDebeziumBinary(t, "c.json", content, "OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","))
+	waitSlotActive(ctx, t, pool, slot)
+	before := insertOutboxEvent(ctx, t, pool, 1)
+	if _, err := pool.Exec(ctx, `UPDATE inventory.outboxevent SET payload = '{"seq": 10}' WHERE id = $1`, before); err != nil {
+		t.Fatal(err)
+	}
+	after := insertOutboxEvent(ctx, t, pool, 2)
+	code := p.exit(t, 90*time.Second)
+	if code == 0 {
+		t.Errorf("outboxrelay exited with 0 on an UPDATE of an outbox row with table.op.invalid.behavior=fatal")
+	}
+	out := p.out.String()
+	last := lastLines(strings.TrimSpace(out), 1)
+	for _, want := range []string{"outboxrelay: outbox event " + before, "UPDATE of a row of outbox table inventory.outboxevent", "table.op.invalid.behavior=fatal"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the error the relay stopped with does not say %q: %s", want, last)
+		}
+	}
+	if strings.Contains(out, "restarting from the last checkpoint") {
+		t.Errorf("the relay restarted on an UPDATE that fails for good:\n%s", lastLines(out, 10))
+	}
+	recs := testenv.Consume(ctx, t, brokers, []string{"Order.events"}, 1)
+	if got := header(recs[0], "id"); got != before {
+		t.Errorf("record id %q, want the event committed before the UPDATE, %q", got, before)
+	}
+	// Nothing after the UPDATE was confirmed: the slot still holds it.
+	var held int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', 'dbz_publication')
+		WHERE position($2::bytea IN data) > 0`, slot, []byte(after)).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held == 0 {
+		t.Errorf("the event %s committed after the UPDATE is no longer in the slot", after)
+	}
+}
