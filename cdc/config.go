@@ -34,6 +34,13 @@ type Config struct {
 	// one slot and one publication, with Columns unless TableColumns says
 	// otherwise; set either Table or Tables.
 	Tables []string `yaml:"-"`
+	// TablePatterns are regular expressions, each matched against the
+	// whole schema.table of a table, ignoring case, as Debezium's
+	// table.include.list: every table that matches is an outbox table
+	// with Columns, besides Table or Tables. They are resolved against the
+	// catalog at every start, and while streaming a matching table created
+	// later joins the publication and the stream. Default none.
+	TablePatterns []string `yaml:"-"`
 	// Columns names the outbox columns. Default Debezium's names.
 	Columns connector.ColumnMap `yaml:"-"`
 	// TableColumns are the columns of those of Tables whose differ from
@@ -156,7 +163,7 @@ const (
 func (OnUpdate) Values() []string { return []string{string(UpdateSkip), string(UpdateFail)} }
 
 func (c *Config) SetDefaults() {
-	if c.Table == "" && len(c.Tables) == 0 {
+	if c.Table == "" && len(c.Tables) == 0 && len(c.TablePatterns) == 0 {
 		c.Table = "public.outbox"
 	}
 	c.Columns = c.Columns.WithDefaults()
@@ -213,6 +220,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("outbox.table (%s) and outbox.tables (%s) are both set; give one", c.Table, strings.Join(c.Tables, ", ")))
 	}
 	errs = append(errs, c.ValidateNames())
+	if _, err := pgsql.CompileTablePatterns("outbox.table_patterns", c.TablePatterns); err != nil {
+		errs = append(errs, err)
+	}
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.status_interval: %s is negative", c.StatusInterval))
 	}
@@ -322,6 +332,9 @@ func (c *Config) tableNames() []string {
 	if len(c.Tables) > 0 {
 		return c.Tables
 	}
+	if c.Table == "" && len(c.TablePatterns) > 0 {
+		return nil // only the patterns' tables
+	}
 	return []string{c.Table}
 }
 
@@ -332,6 +345,9 @@ type table struct {
 	// oid is the table's, once the publication is checked: the stream
 	// knows the table by it when its name changes.
 	oid uint32
+	// matched: an outbox.table_patterns match, not a configured name;
+	// matched again at every start, so a dropped one drops out.
+	matched bool
 }
 
 // ident is the table's name quoted for SQL.

@@ -35,6 +35,9 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 	// them within the query timeout is as good as gone.
 	qctx, cancel := s.cfg.Network.Query(ctx)
 	defer cancel()
+	if err := s.resolvePatterns(qctx, conn); err != nil { // patterns.go
+		return slotPosition{}, err
+	}
 	facts, err := s.readFacts(qctx, conn)
 	if err != nil {
 		return slotPosition{}, err
@@ -281,7 +284,13 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 		if !*s.cfg.CreatePublication {
 			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, plan.Create))
 		}
-		if _, err := conn.Exec(ctx, plan.Create); err != nil && !isDuplicate(err) {
+		create := plan.Create
+		if len(s.tables) == 0 {
+			// outbox.table_patterns that match no table yet: tables
+			// join as they are created (patterns.go).
+			create = fmt.Sprintf("CREATE PUBLICATION %s WITH (publish = 'insert')", pgident.Quote(s.cfg.Publication))
+		}
+		if _, err := conn.Exec(ctx, create); err != nil && !isDuplicate(err) {
 			return classify("create the publication", err)
 		}
 		if s.cfg.OnUpdate == UpdateFail {
@@ -290,7 +299,7 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 				return classify("make the publication publish updates (cdc.on_update fail)", err)
 			}
 		}
-		s.log.Info("created publication", "publication", s.cfg.Publication, "tables", strings.Join(s.cfg.tableNames(), ", "))
+		s.log.Info("created publication", "publication", s.cfg.Publication, "tables", s.tableList())
 		return nil
 	}
 	if s.cfg.OnUpdate == UpdateFail && !facts.Publication.Update {

@@ -19,9 +19,11 @@ import (
 // Source is the logical replication [connector.Source].
 type Source struct {
 	cfg Config
-	// tables are the outbox tables, as configured.
-	tables []table
-	log    *slog.Logger
+	// tables are the outbox tables, as configured, then those the
+	// patterns matched (patterns.go); only Run's goroutine touches it.
+	tables   []table
+	patterns pgsql.TablePatterns
+	log      *slog.Logger
 
 	// pos is where the source stands, from the stream to the slot
 	// (position.go). It outlives a connection, so a reconnect starts
@@ -122,6 +124,7 @@ func New(cfg Config, opts ...Option) (*Source, error) {
 		}
 		s.tables = append(s.tables, t)
 	}
+	s.patterns, _ = pgsql.CompileTablePatterns("outbox.table_patterns", cfg.TablePatterns) // Validate checked them
 	for _, o := range opts {
 		o(s)
 	}
@@ -190,8 +193,9 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 			return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
 		}
 	}
-	defer s.startHeartbeat(ctx)() // heartbeat.go; off unless cdc.heartbeat_interval > 0
-	defer s.startCleanup(ctx)()   // cleanup.go; off unless cdc.cleanup.enabled
+	defer s.startHeartbeat(ctx)()  // heartbeat.go; off unless cdc.heartbeat_interval > 0
+	defer s.startCleanup(ctx)()    // cleanup.go; off unless cdc.cleanup.enabled
+	defer s.startTableWatch(ctx)() // patterns.go; off without outbox.table_patterns
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 

@@ -227,6 +227,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
 		st.src.noteRenamed(m)
+		st.src.adoptTable(m) // patterns.go
 		st.rels.Add(m)
 	case *pglogrepl.BeginMessage:
 		st.inTxn = true

@@ -116,8 +116,11 @@ func (ts *tables) check(ctx context.Context) error {
 // most once a second.
 func (ts *tables) of(ctx context.Context, e *connector.Event) (*tableMeta, error) {
 	name := e.Table
-	if name == "" {
+	if name == "" && len(ts.names) > 0 {
 		name = ts.names[0]
+	}
+	if name == "" {
+		return nil, connector.Permanent(errors.New("the event names no outbox table, and none is configured (outbox.table_patterns only)"))
 	}
 	rt := ts.read[name]
 	stale := rt == nil

@@ -22,6 +22,11 @@ type RouterConfig struct {
 	// Tables, instead of Table, are several outbox tables; an event is
 	// typed by its own table's catalog (connector.Event.Table).
 	Tables []string
+	// TablePatterns: the source matches outbox tables by pattern
+	// (outbox.table_patterns), so Table has no default, and a table
+	// neither names is typed by its own catalog when its first event
+	// comes.
+	TablePatterns bool
 	// Columns names the outbox columns (table.field.event.id, .key,
 	// .payload, route.by.field). Default Debezium's names.
 	Columns connector.ColumnMap
@@ -160,7 +165,7 @@ func ParseAdditionalField(s string) (AdditionalField, error) {
 func (c *RouterConfig) setDefaults() {
 	c.Columns = c.Columns.WithDefaults()
 	c.Network.SetDefaults()
-	if c.Table == "" {
+	if c.Table == "" && len(c.Tables) == 0 && !c.TablePatterns {
 		c.Table = "public.outbox"
 	}
 	if c.TopicPrefix == "" {
@@ -219,7 +224,7 @@ func (c *RouterConfig) compile() (*compiled, error) {
 		errs = append(errs, errors.New("the Debezium router needs postgres.url to read the outbox table's column types"))
 	}
 	names := c.Tables
-	if len(names) == 0 {
+	if len(names) == 0 && c.Table != "" {
 		names = []string{c.Table}
 	}
 	for _, name := range names {

@@ -89,6 +89,8 @@ func translateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Table patterns: say what they match now, when the database answers.
+	t.MatchTables(context.Background())
 	out, err := t.YAML(false)
 	if err != nil {
 		return err

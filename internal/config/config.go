@@ -57,9 +57,12 @@ func (p Postgres) Network() pgsql.Network { return p.Net }
 
 // Outbox is the outbox table.
 type Outbox struct {
-	Table   string              `yaml:"table" doc:"The outbox table, schema.table."`
-	Tables  []OutboxTable       `yaml:"tables" doc:"Several outbox tables, instead of outbox.table: each schema.table, or {name, columns, routing} with the columns and routing (topic_prefix, topic, type_header) in which it differs (in the environment: the names, comma-separated). Source cdc reads them from one slot and one publication; source poll polls each, with its own dead-letter table." default:"(none)"`
-	Columns connector.ColumnMap `yaml:"columns"`
+	Table  string        `yaml:"table" doc:"The outbox table, schema.table."`
+	Tables []OutboxTable `yaml:"tables" doc:"Several outbox tables, instead of outbox.table: each schema.table, or {name, columns, routing} with the columns and routing (topic_prefix, topic, type_header) in which it differs (in the environment: the names, comma-separated). Source cdc reads them from one slot and one publication; source poll polls each, with its own dead-letter table." default:"(none)"`
+	// TablePatterns are Debezium's table.include.list as patterns
+	// (cdc.Config.TablePatterns).
+	TablePatterns []string            `yaml:"table_patterns" doc:"Regular expressions (RE2), each matched against the whole schema.table of a table, ignoring case, as Debezium's table.include.list: every matching table is an outbox table with outbox.columns, besides outbox.table(s). Matched against the catalog at every start; while the relay runs, a matching table created later is added to the publication (cdc.create_publication) and relayed from the transaction after that; rows it held before are reported at ERROR (a FOR ALL TABLES publication, or adding the table in the transaction that creates it, leaves no gap). Source cdc only." default:"(none)"`
+	Columns       connector.ColumnMap `yaml:"columns"`
 }
 
 // tableNames are the names in outbox.tables; nil when it is empty.
@@ -70,9 +73,13 @@ func (o Outbox) tableNames() []string {
 	return o.TableNames()
 }
 
-// TableNames are the outbox tables: outbox.tables, or outbox.table.
+// TableNames are the outbox tables: outbox.tables, or outbox.table; none
+// when only outbox.table_patterns name them.
 func (o Outbox) TableNames() []string {
 	if len(o.Tables) == 0 {
+		if o.Table == "" && len(o.TablePatterns) > 0 {
+			return nil
+		}
 		return []string{o.Table}
 	}
 	names := make([]string, len(o.Tables))
@@ -188,7 +195,7 @@ func (c *Config) setDefaults() {
 		// One table in the list is outbox.table.
 		c.Outbox.Table, c.Outbox.Tables = c.Outbox.Tables[0].Name, nil
 	}
-	if c.Outbox.Table == "" && len(c.Outbox.Tables) == 0 {
+	if c.Outbox.Table == "" && len(c.Outbox.Tables) == 0 && len(c.Outbox.TablePatterns) == 0 {
 		c.Outbox.Table = "public.outbox"
 	}
 	c.Outbox.Columns = c.Outbox.Columns.WithDefaults()
@@ -305,7 +312,7 @@ func (c *Config) Validate() error {
 func (c *Config) CDCConfig() cdc.Config {
 	cc := c.CDC
 	cc.URL = c.Postgres.URL
-	cc.Table, cc.Tables = c.Outbox.Table, c.Outbox.tableNames()
+	cc.Table, cc.Tables, cc.TablePatterns = c.Outbox.Table, c.Outbox.tableNames(), c.Outbox.TablePatterns
 	cc.TableColumns, cc.Columns = c.TableColumns(), c.Outbox.Columns
 	cc.Network = c.Postgres.Net
 	return cc

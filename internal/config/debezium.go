@@ -111,6 +111,7 @@ func (c *Config) DebeziumRouter() *debezium.RouterConfig {
 		Network:                  c.Postgres.Network(),
 		Table:                    c.Outbox.Table,
 		Tables:                   c.Outbox.tableNames(),
+		TablePatterns:            len(c.Outbox.TablePatterns) > 0,
 		Columns:                  c.Outbox.Columns,
 		TopicPrefix:              c.Routing.TopicPrefix,
 		Topic:                    c.Routing.Topic,

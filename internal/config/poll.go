@@ -29,6 +29,9 @@ func (c *Config) PollConfigs() []poller.Config {
 // validatePoll checks the poll section as the pollers will.
 func (c *Config) validatePoll() error {
 	var errs []error
+	if len(c.Outbox.TablePatterns) > 0 {
+		errs = append(errs, errors.New("outbox.table_patterns: source poll polls tables it is given by name; list them in outbox.tables"))
+	}
 	if len(c.Outbox.Tables) > 1 && c.Poll.DeadLetterTable != "" {
 		errs = append(errs, fmt.Errorf("poll.dead_letter_table: with several outbox tables each has its own, <table>_dead_letter; leave it unset"))
 	}

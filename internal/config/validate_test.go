@@ -48,6 +48,16 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 			},
 		},
 		{
+			name: "table patterns with the poller, and one Go cannot read",
+			file: "source: poll\npostgres:\n  url: postgres://u@h/db\nkafka:\n  brokers: [k:9092]\noutbox:\n  table_patterns: ['public\\.(?!x).*']\n",
+			want: []string{"outbox.table_patterns: source poll polls tables it is given by name"},
+		},
+		{
+			name: "a table pattern Go cannot read",
+			file: "postgres:\n  url: postgres://u@h/db\nkafka:\n  brokers: [k:9092]\noutbox:\n  table_patterns: ['public\\.(?!x).*']\n",
+			want: []string{`outbox.table_patterns: "public\\.(?!x).*" is not a regular expression Go reads`},
+		},
+		{
 			// Issue 24: the bounds on what data can shape.
 			name: "topic pattern and metrics bound",
 			file: "postgres:\n  url: postgres://u@h/db\nkafka:\n  brokers: [k:9092]\nrouting:\n  topic_pattern: 'outbox\\.(order'\nmetrics:\n  max_topics: -1\n",
