@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -21,6 +22,12 @@ func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) 
 	rel, tbl := st.ours(m.RelationID)
 	if tbl == nil || st.skipTxn {
 		return nil
+	}
+	// The runner stops at this event without waiting for what is in
+	// flight before it; Debezium has sent the records before the UPDATE
+	// when it throws. So the transactions before it go to Kafka first.
+	if err := st.awaitAcked(ctx); err != nil {
+		return err
 	}
 	var cols []connector.Column
 	if m.NewTuple != nil {
@@ -51,4 +58,28 @@ func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) 
 		return st.emitWith(ctx, nil, nil)
 	}
 	return nil
+}
+
+// awaitAcked returns once Kafka has acknowledged every transaction
+// emitted so far, keeping the status updates going meanwhile.
+func (st *stream) awaitAcked(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if p := st.src.pos.get(); p.acked >= p.emitted {
+			return nil
+		}
+		if !time.Now().Before(st.nextStatus) {
+			if err := st.sendStatus(ctx, false); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-st.cpFailed:
+			return &checkpointError{err}
+		case <-t.C:
+		}
+	}
 }
