@@ -126,7 +126,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&now); err != nil {
 		return classify("begin the snapshot transaction", err)
 	}
-	what, tables := "publishing the rows already in the outbox tables (cdc.snapshot initial)", strings.Join(s.cfg.tableNames(), ", ")
+	what, tables := "publishing the rows already in the outbox tables (cdc.snapshot initial)", s.tableList()
 	if job.backfill {
 		what = "backfill: publishing the chosen outbox rows"
 	}
