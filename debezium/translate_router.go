@@ -272,6 +272,17 @@ func (tr *translator) predicate(name string) {
 	} else if ts, ok := tr.t.Setting("outbox.tables"); ok {
 		tables, _ = ts.([]string)
 	}
+	if ps := tr.t.TablePatterns(); len(ps) > 0 {
+		// Tables matched later have topics no translation can list.
+		topics := "<schema>.<table>"
+		if prefix != nil {
+			topics = fmt.Sprint(prefix) + "." + topics
+		}
+		tr.note(p+"predicate", Info, "predicate %q is not checked against the tables %s match: outboxrelay reads them whatever their topics, and it must select those topics (%s) for Debezium to route their records", name, strings.Join(ps, ", "), topics)
+		if len(tables) == 0 {
+			return
+		}
+	}
 	var selected, not []string
 	for _, table := range tables {
 		topic := table
