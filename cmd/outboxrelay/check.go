@@ -46,6 +46,10 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// With several outbox tables (outbox.tables), a report per table,
 	// one after the other (with --json, one JSON object each).
 	failed := false
+	if len(cfg.Outbox.TableNames()) == 0 {
+		// Patterns alone: what they match changes as tables come and go.
+		return fmt.Errorf("outboxrelay check: outbox.table_patterns name no table; check works on tables named in outbox.table or outbox.tables: name the ones to check (outboxrelay debezium translate lists what a Debezium pattern matches now)")
+	}
 	for i, name := range cfg.Outbox.TableNames() {
 		one := *cfg
 		one.Outbox.Table, one.Outbox.Tables, one.Outbox.Columns = name, nil, cfg.ColumnsOf(name)

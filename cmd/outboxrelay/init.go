@@ -75,6 +75,10 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// One script per outbox table (outbox.tables), each statement once.
 	var scripts []initsql.Script
+	if len(cfg.Outbox.TableNames()) == 0 {
+		// Patterns alone: what they match changes as tables come and go.
+		return fmt.Errorf("outboxrelay init: outbox.table_patterns name no table; init works on tables named in outbox.table or outbox.tables: name the ones to set up (outboxrelay debezium translate lists what a Debezium pattern matches now)")
+	}
 	for i, name := range cfg.Outbox.TableNames() {
 		opts, err := initOptions(cfg, pc, *role, *noSlot, name, cfg.PollConfigs()[i])
 		if err != nil {
