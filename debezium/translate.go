@@ -373,6 +373,11 @@ func (tr *translator) connector() {
 		if mode != "filtered" {
 			tr.note("publication.autocreate.mode", Info, "a missing publication %s is created FOR TABLE %s WITH (publish = 'insert'), not FOR ALL TABLES; an existing one is used as it is", pub, table)
 		}
+		if len(patterns) > 0 {
+			// Debezium's all_tables publication holds a new table from its
+			// creation; one FOR TABLE gets it only when the relay adds it.
+			tr.note("publication.autocreate.mode", Warning, "with table patterns, a matching table created later is added to %s within seconds, and rows committed in it before that are reported, not relayed: create %s FOR ALL TABLES first, as Debezium's all_tables does, or add each new outbox table to it in the transaction that creates it", pub, pub)
+		}
 	case "disabled", "no_tables":
 		tr.set("cdc.create_publication", false)
 		if mode == "no_tables" {
