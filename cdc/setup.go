@@ -281,14 +281,14 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 		if facts.InRecovery {
 			return s.standbyPublicationError(fmt.Sprintf("publication %q does not exist", s.cfg.Publication), plan.Create)
 		}
-		if !*s.cfg.CreatePublication {
-			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, plan.Create))
-		}
 		create := plan.Create
 		if len(s.tables) == 0 {
 			// outbox.table_patterns that match no table yet: tables
 			// join as they are created (patterns.go).
 			create = fmt.Sprintf("CREATE PUBLICATION %s WITH (publish = 'insert')", pgident.Quote(s.cfg.Publication))
+		}
+		if !*s.cfg.CreatePublication {
+			return connector.Permanent(fmt.Errorf("publication %q does not exist and cdc.create_publication is false: create it with %s", s.cfg.Publication, create))
 		}
 		if _, err := conn.Exec(ctx, create); err != nil && !isDuplicate(err) {
 			return classify("create the publication", err)
