@@ -128,6 +128,7 @@ func TestUnknownVariableIsAnError(t *testing.T) {
 		"OUTBOXRELAY_PG_BIN=/usr/lib/postgresql/17/bin",
 		"OUTBOXRELAY_TEST_POSTGRES_URL=postgres://t@localhost/t",
 		"OUTBOXRELAY_TEST_DOCKER=0",
+		"OUTBOXRELAY_TEST_PG=17",
 		"OUTBOXRELAY_OUTBOX_TABLES=sales.outbox, billing.outbox",
 	}); err != nil {
 		t.Errorf("variables that set no key, and outbox.tables: %v", err)

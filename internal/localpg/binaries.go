@@ -33,14 +33,28 @@ var ErrNotInstalled = errors.New("no PostgreSQL server binaries found: " +
 const debianBinGlob = "/usr/lib/postgresql/*/bin"
 
 // findBinDir returns the directory holding initdb and postgres, searched in
-// the order documented on the package.
-func findBinDir(ctx context.Context) (string, error) {
+// the order documented on the package; // want is the major MajorEnv asks for, 0 if any will do.
+func findBinDir(ctx context.Context) (dir string, want int, err error) {
+	if want, err = requestedMajor(); err != nil {
+		return "", 0, err
+	}
 	if dir := os.Getenv(BinDirEnv); dir != "" {
 		if !hasServerBinaries(dir) {
-			return "", fmt.Errorf("%s=%q has no initdb and postgres executables: %w", BinDirEnv, dir, ErrNotInstalled)
+			return "", 0, fmt.Errorf("%s=%q has no initdb and postgres executables: %w", BinDirEnv, dir, ErrNotInstalled)
 		}
-		return dir, nil
+		return dir, want, nil
 	}
+	if want != 0 {
+		dir, err := majorBinDir(want)
+		return dir, want, err
+	}
+	dir, err = findAnyBinDir(ctx)
+	return dir, 0, err
+}
+
+// findAnyBinDir returns the directory holding initdb and postgres when no
+// major is asked for.
+func findAnyBinDir(ctx context.Context) (string, error) {
 
 	// Debian ships a pg_config wrapper with libpq-dev alone, whose bindir
 	// (/usr/bin) has no initdb: check the answer instead of trusting it.

