@@ -10,11 +10,15 @@
 //   - OUTBOXRELAY_TEST_POSTGRES_URL: an existing server (wal_level=logical,
 //     a role that may create databases); databases are created on it.
 //   - Docker, if a daemon answers within 3 s and OUTBOXRELAY_TEST_DOCKER is
-//     not "0": a postgres:15 container started with testcontainers-go. This
+//     not "0": a postgres:15 container (postgres:MAJOR with
+//     OUTBOXRELAY_TEST_PG set) started with testcontainers-go. This
 //     path has not run in this project's CI, which has no Docker daemon; if
 //     the container cannot be started the local server is used instead.
 //   - internal/localpg: the PostgreSQL installed on this machine (the
-//     project's scripts/test installs it when missing).
+//     project's scripts/test installs it when missing), or the major
+//     OUTBOXRELAY_TEST_PG asks for (16, 17 and 18 fetched by
+//     scripts/fetch-postgres). A test asking for a major the host lacks is
+//     skipped with the reason.
 //
 // PostgresServer starts a dedicated local server instead, for tests that
 // stop, crash or restart the database.

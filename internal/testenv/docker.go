@@ -23,9 +23,15 @@ import (
 // github.com/Azure/go-ansiterm that the Go module proxy does not serve, which
 // makes `go mod tidy` fail for the whole module.
 
-// dockerImage is the server Postgres runs in a container; 15 is also what
-// scripts/test installs on Debian 12.
-const dockerImage = "postgres:15"
+// dockerImage is the server Postgres runs in a container: the major
+// OUTBOXRELAY_TEST_PG asks for, else 15, which is also what scripts/test
+// installs on Debian 12.
+func dockerImage() string {
+	if major := os.Getenv(localpg.MajorEnv); major != "" {
+		return "postgres:" + major
+	}
+	return "postgres:15"
+}
 
 // dockerProbeTimeout bounds the check for a Docker daemon, which every test
 // binary using Postgres pays once.
@@ -79,14 +85,15 @@ func pingDockerSocket(ctx context.Context) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// startDockerPostgres runs dockerImage with the settings localpg uses.
+// startDockerPostgres runs dockerImage() with the settings localpg uses.
 func startDockerPostgres(ctx context.Context) (*pgBackend, error) {
 	settings := localpg.DefaultSettings()
 	cmd := []string{"postgres"}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		cmd = append(cmd, "-c", k+"="+settings[k])
 	}
-	ctr, err := testcontainers.Run(ctx, dockerImage,
+	image := dockerImage()
+	ctr, err := testcontainers.Run(ctx, image,
 		testcontainers.WithLogger(tclog.NewNoopLogger()),
 		testcontainers.WithEnv(map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"}),
 		testcontainers.WithExposedPorts("5432/tcp"),
@@ -101,16 +108,16 @@ func startDockerPostgres(ctx context.Context) (*pgBackend, error) {
 	)
 	if err != nil {
 		_ = testcontainers.TerminateContainer(ctr)
-		return nil, fmt.Errorf("run container %s: %w", dockerImage, err)
+		return nil, fmt.Errorf("run container %s: %w", image, err)
 	}
 	endpoint, err := ctr.PortEndpoint(ctx, "5432/tcp", "")
 	if err != nil {
 		_ = testcontainers.TerminateContainer(ctr)
-		return nil, fmt.Errorf("find port of container %s: %w", dockerImage, err)
+		return nil, fmt.Errorf("find port of container %s: %w", image, err)
 	}
 	return &pgBackend{
 		adminURL: "postgres://postgres@" + endpoint + "/postgres?sslmode=disable",
-		origin:   "Docker container " + dockerImage + " at " + endpoint,
+		origin:   "Docker container " + image + " at " + endpoint,
 		close:    func() error { return testcontainers.TerminateContainer(ctr) },
 	}, nil
 }

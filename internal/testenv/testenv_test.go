@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxrelay/outboxrelay/internal/localpg"
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
@@ -176,5 +180,33 @@ func TestKafkaOptionsOverrideDefaults(t *testing.T) {
 	}
 	if n := len(topics["auto"].Partitions); n != 3 {
 		t.Errorf("auto-created topic has %d partitions, want 3", n)
+	}
+}
+
+// TestPostgresServerSkipsMissingMajor: a test asking, through
+// OUTBOXRELAY_TEST_PG, for a major this host does not have is skipped with
+// the reason, not failed.
+func TestPostgresServerSkipsMissingMajor(t *testing.T) {
+	t.Setenv(localpg.BinDirEnv, "")
+	t.Setenv(localpg.CacheEnv, t.TempDir())
+	var major int
+	for _, b := range localpg.Builds() {
+		if _, err := os.Stat(filepath.Join("/usr/lib/postgresql", strconv.Itoa(b.Major))); err != nil {
+			major = b.Major
+		}
+	}
+	if major == 0 {
+		t.Skip("every pinned major is also installed under /usr/lib/postgresql")
+	}
+	t.Setenv(localpg.MajorEnv, strconv.Itoa(major))
+	started := false
+	var inner testing.TB
+	passed := t.Run("asks for a missing major", func(t *testing.T) {
+		inner = t
+		testenv.PostgresServer(t)
+		started = true
+	})
+	if !passed || started || !inner.Skipped() {
+		t.Fatalf("with PostgreSQL %d missing: passed %v, started %v, skipped %v; want a skip", major, passed, started, inner.Skipped())
 	}
 }
