@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -27,7 +26,10 @@ type recvResult struct {
 // until it passes end.
 func recvlogical(ctx context.Context, db *database, slot, publication string, end pglogrepl.LSN) (recvResult, error) {
 	var res recvResult
-	bin := filepath.Join(db.srv.BinDir(), "pg_recvlogical")
+	bin, err := db.srv.ClientTool("pg_recvlogical")
+	if err != nil {
+		return res, err
+	}
 	conn := "host=127.0.0.1 port=" + strconv.Itoa(db.srv.Port()) + " user=postgres dbname=bench"
 	cmd := exec.CommandContext(ctx, bin,
 		"-d", conn, "--slot", slot, "--start", "--no-loop",

@@ -3,6 +3,7 @@ package localpg_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,6 +73,20 @@ func TestMajorStartsAndDecodes(t *testing.T) {
 			}
 			if kinds != "BRIC" || !inserted {
 				t.Errorf("pgoutput sent messages %q (inserted row seen: %v), want BRIC with the row", kinds, inserted)
+			}
+
+			// The npm builds have no client programs: ClientTool finds
+			// another installation's, which must speak to this server.
+			psql, err := srv.ClientTool("psql")
+			if errors.Is(err, localpg.ErrNotInstalled) {
+				t.Skipf("no psql here: %v", err)
+			}
+			if err != nil {
+				t.Fatalf("ClientTool: %v", err)
+			}
+			out, err := exec.CommandContext(t.Context(), psql, "-X", "-At", "-d", srv.URL("postgres"), "-c", "SELECT count(*) FROM t").CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "1" {
+				t.Errorf("%s against PostgreSQL %d: %v, output %q; want 1", psql, major, err, out)
 			}
 		})
 	}
