@@ -1,7 +1,9 @@
 // Command outboxbench measures outboxrelay on this machine: backlog drain
 // against pg_recvlogical and the broker's raw ingest, commit-to-Kafka
 // latency at steady rates, and the relay's memory and CPU. It starts its own
-// PostgreSQL and an in-process broker; see docs/performance.md.
+// PostgreSQL and an in-process broker; see docs/performance.md. The
+// server is the one the tests run (internal/localpg): OUTBOXRELAY_TEST_PG=17
+// picks PostgreSQL 17 (see docs/operations.md, "Which PostgreSQL").
 //
 //	go run ./cmd/outboxbench                      # the default run, a few minutes
 //	go run ./cmd/outboxbench -events 1000000      # the 1M-event drain
