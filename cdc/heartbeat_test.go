@@ -113,7 +113,16 @@ func TestHeartbeatMovesIdleSlot(t *testing.T) {
 
 	// A heartbeat that fails is logged, once, with what to do, and the
 	// source goes on.
-	exec(ctx, t, admin, `REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC`)
+	// Every overload of the text variant: PostgreSQL 17 added a fourth
+	// argument (flush, default false), which the relay's three-argument
+	// call resolves to.
+	exec(ctx, t, admin, `DO $$
+		DECLARE f regprocedure;
+		BEGIN
+			FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
+				EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+			END LOOP;
+		END $$`)
 	waitFor(ctx, t, "the heartbeat's failure to be logged", func() bool { return strings.Contains(logs.String(), "heartbeat failed") })
 	time.Sleep(500 * time.Millisecond) // five more failed beats
 	if n := strings.Count(logs.String(), "heartbeat failed"); n != 1 {
