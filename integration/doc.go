@@ -8,7 +8,8 @@
 //
 // The server is PostgreSQL 15 unless OUTBOXRELAY_TEST_PG names another
 // major (internal/localpg). scripts/test runs the whole package on 15, and
-// the suite with the slot-loss, failover and dead-connection tests on 16,
-// 17 and 18 as well; docs/operations.md ("PostgreSQL versions") lists them.
+// the suite (the poller's half on 18 only) with the slot-loss, failover and
+// dead-connection tests on 16, 17 and 18 as well; docs/operations.md
+// ("PostgreSQL versions") lists them.
 // A test that needs a newer server than the one running skips on it.
 package integration
