@@ -276,6 +276,7 @@ func TestDeadConnStandbyTakesOver(t *testing.T) {
 // logged (it is measured here, not promised: a loaded machine may take
 // longer).
 func TestDeadConnKafkaSilentDrop(t *testing.T) {
+	brokerSide(t)
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	createOutbox(t, pool, "outbox")
