@@ -112,8 +112,8 @@ func (w *avroWriter) schema(s *Schema, ignoreOptional bool) error {
 }
 
 // avroLogicalTypes are the Avro logical types of Connect's logical types
-// without parameters (Decimal needs its scale, which the router's schemas
-// cannot carry; no column it types is a Decimal). Debezium's own time types
+// without parameters (Decimal, which has them, is written in base).
+// Debezium's own time types
 // (io.debezium.time.*) are not among them: they stay named primitives.
 var avroLogicalTypes = map[string]string{
 	"org.apache.kafka.connect.data.Timestamp": "timestamp-millis",
@@ -151,9 +151,25 @@ func avroType(t Type) (name, connectType string) {
 // or a record, with the connect.* properties.
 func (w *avroWriter) base(s *Schema) error {
 	props := func() error {
+		if s.Doc != "" {
+			w.b = append(w.b, `,"connect.doc":`...)
+			w.str(s.Doc)
+		}
 		if s.Version != 0 {
 			w.b = append(w.b, `,"connect.version":`...)
 			w.b = strconv.AppendInt(w.b, int64(s.Version), 10)
+		}
+		if len(s.Params) > 0 {
+			w.b = append(w.b, `,"connect.parameters":{`...)
+			for i, p := range s.Params {
+				if i > 0 {
+					w.b = append(w.b, ',')
+				}
+				w.str(p.Key)
+				w.b = append(w.b, ':')
+				w.str(p.Value)
+			}
+			w.b = append(w.b, '}')
 		}
 		if s.Default != nil {
 			w.b = append(w.b, `,"connect.default":`...)
@@ -174,6 +190,12 @@ func (w *avroWriter) base(s *Schema) error {
 		if lt := avroLogicalTypes[s.Name]; lt != "" {
 			w.b = append(w.b, `,"logicalType":`...)
 			w.str(lt)
+		}
+		if s.Name == nameDecimal {
+			// Debezium's Decimal has connect.decimal.precision, so the
+			// scale is within it and LogicalTypes.decimal adds the
+			// logicalType (its precision and scale are there already).
+			w.b = append(w.b, `,"logicalType":"decimal"`...)
 		}
 		return nil
 	}
@@ -245,6 +267,15 @@ func (w *avroWriter) base(s *Schema) error {
 	}
 	w.b = append(w.b, `{"type":`...)
 	w.str(name)
+	if s.Name == nameDecimal {
+		// fromConnectSchema's BYTES case adds scale and precision before
+		// the connect.* properties.
+		scale, precision := s.param("scale"), s.param("connect.decimal.precision")
+		w.b = append(w.b, `,"scale":`...)
+		w.b = append(w.b, scale...)
+		w.b = append(w.b, `,"precision":`...)
+		w.b = append(w.b, precision...)
+	}
 	if err := props(); err != nil {
 		return err
 	}
@@ -277,6 +308,10 @@ func (w *avroWriter) defaultValue(s *Schema, v any) error {
 		w.b = appendJSONFloat(w.b, javaFloat(x))
 	case float64:
 		w.b = appendJSONFloat(w.b, javaDouble(x))
+	case javaDecimal:
+		// toAvroLogical gives Decimal.fromLogical's bytes, written as
+		// any bytes.
+		return w.defaultValue(s, x.bytes())
 	case []byte:
 		r := make([]rune, len(x))
 		for i, c := range x {
@@ -369,6 +404,10 @@ func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
 			return nil, err
 		}
 		v = n
+	}
+	if d, ok := v.(javaDecimal); ok {
+		// TO_AVRO_LOGICAL_CONVERTERS: Decimal.fromLogical's bytes.
+		v = d.bytes()
 	}
 	switch s.Type {
 	case TypeInt8, TypeInt16, TypeInt32:

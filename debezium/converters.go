@@ -185,8 +185,8 @@ func jsonConvert(schemas bool, s *Schema, v any) ([]byte, error) {
 }
 
 // appendSchemaJSON writes s as JsonConverter.asJsonSchema, in its field
-// order: type, fields or items, optional, name, version, default, and for
-// a struct's field, field last.
+// order: type, fields or items, optional, name, version, doc, parameters,
+// default, and for a struct's field, field last.
 func appendSchemaJSON(b []byte, s *Schema, field string) []byte {
 	if s == nil {
 		return append(b, "null"...)
@@ -217,6 +217,22 @@ func appendSchemaJSON(b []byte, s *Schema, field string) []byte {
 	if s.Version != 0 {
 		b = append(b, `,"version":`...)
 		b = strconv.AppendInt(b, int64(s.Version), 10)
+	}
+	if s.Doc != "" {
+		b = append(b, `,"doc":`...)
+		b = appendJacksonString(b, s.Doc)
+	}
+	if len(s.Params) > 0 {
+		b = append(b, `,"parameters":{`...)
+		for i, p := range s.Params {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJacksonString(b, p.Key)
+			b = append(b, ':')
+			b = appendJacksonString(b, p.Value)
+		}
+		b = append(b, '}')
 	}
 	if s.Default != nil {
 		b = append(b, `,"default":`...)
@@ -265,6 +281,12 @@ func appendValueJSON(b []byte, s *Schema, v any) ([]byte, error) {
 	case []byte:
 		b = append(b, '"')
 		b = base64.StdEncoding.AppendEncode(b, x)
+		return append(b, '"'), nil
+	case javaDecimal:
+		// TO_JSON_LOGICAL_CONVERTERS with decimal.format BASE64, the
+		// default: Decimal.fromLogical's bytes, as any bytes.
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, x.bytes())
 		return append(b, '"'), nil
 	case *Struct:
 		b = append(b, '{')
@@ -327,6 +349,8 @@ func javaToString(v any) (string, error) {
 		return strconv.FormatInt(x, 10), nil
 	case javaDate:
 		return javaDateString(x), nil
+	case javaDecimal:
+		return x.String(), nil
 	case float32:
 		return javaFloat(x), nil
 	case float64:
@@ -391,6 +415,9 @@ func appendConnectString(b *strings.Builder, v any, embedded bool) error {
 		b.WriteString(strconv.FormatInt(x, 10))
 	case javaDate:
 		b.WriteString(connectDateString(x))
+	case javaDecimal:
+		// Values.append: a Number is written by its toString, unquoted.
+		b.WriteString(x.String())
 	case float32:
 		b.WriteString(javaFloat(x))
 	case float64:

@@ -10,14 +10,12 @@ import (
 )
 
 // numeric and interval columns as Debezium's PostgreSQL connector writes
-// them with decimal.handling.mode double or string and
+// them with decimal.handling.mode double or string (precise: decimal.go) and
 // interval.handling.mode numeric or string
 // (debezium-connector-postgres, PostgresValueConverter.java:
 // convertDecimal, convertInterval; debezium-connector-common,
 // data/SpecialValueDecimal.java, time/MicroDuration.java,
-// time/Interval.java). decimal.handling.mode precise, Debezium's default,
-// writes Connect's Decimal (or VariableScaleDecimal, a struct), which
-// outboxrelay does not: such a column is refused at start.
+// time/Interval.java).
 
 // DecimalHandling is the connector's decimal.handling.mode.
 type DecimalHandling string
@@ -63,6 +61,9 @@ type valueModes struct {
 // written for an unconstrained column; string mode writes its
 // toPlainString, double mode its doubleValue, the nearest double.
 func (c *column) numericValue(text string) (any, error) {
+	if c.modes.decimal != DecimalDouble && c.modes.decimal != DecimalString {
+		return c.preciseValue(text)
+	}
 	special := map[string]struct {
 		f    float64
 		name string

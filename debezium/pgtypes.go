@@ -84,7 +84,7 @@ func (c *column) schema() (*Schema, error) {
 		case DecimalString:
 			s.Type = TypeString
 		default:
-			return nil, fmt.Errorf("column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as Connect's Decimal: %w by outboxrelay; set decimal.handling.mode double or string (routing.decimal_handling)", c.name, errUnsupportedType)
+			c.preciseSchema(s)
 		}
 	case "interval":
 		if c.modes.interval == IntervalString {
@@ -93,7 +93,7 @@ func (c *column) schema() (*Schema, error) {
 			s.Type, s.Name, s.Version = TypeInt64, nameMicroDuration, 1
 		}
 	default:
-		return nil, fmt.Errorf("column %q has type %s: %w (outboxrelay writes Debezium's form of bool, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb, xml, bytea, date, time, timetz, timestamp, timestamptz, interval, and numeric with decimal.handling.mode double or string)", c.name, c.typName, errUnsupportedType)
+		return nil, fmt.Errorf("column %q has type %s: %w (outboxrelay writes Debezium's form of bool, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb, xml, bytea, date, time, timetz, timestamp, timestamptz, interval, and numeric)", c.name, c.typName, errUnsupportedType)
 	}
 	if c.defaultExpr != "" {
 		if d, ok := c.parseDefault(); ok {
@@ -299,6 +299,10 @@ func (c *column) parseDefault() (any, bool) {
 		v, err := c.value([]byte(text), false)
 		return v, err == nil
 	case "numeric":
+		if c.modes.decimal != DecimalDouble && c.modes.decimal != DecimalString && c.variableScale() {
+			// decimal.go: no Struct default.
+			return nil, false
+		}
 		v, err := c.value([]byte(extractDefault(expr, "0.0")), false)
 		return v, err == nil
 	case "interval":

@@ -90,8 +90,9 @@ type RouterConfig struct {
 	// connector's time.precision.mode, decimal.handling.mode and
 	// interval.handling.mode: how date, time, timestamp, numeric and
 	// interval columns are typed where the router places them. Defaults
-	// Debezium's: adaptive, precise (which outboxrelay does not write: a
-	// numeric column placed with it is refused), numeric.
+	// Debezium's: adaptive, precise (Connect's Decimal, or
+	// VariableScaleDecimal for a numeric without precision; refused with
+	// json_sr and protobuf), numeric.
 	TimePrecision    TimePrecision
 	DecimalHandling  DecimalHandling
 	IntervalHandling IntervalHandling

@@ -3,6 +3,7 @@ package debezium
 import (
 	"fmt"
 	"reflect"
+	"slices"
 )
 
 // Type is a Kafka Connect schema type.
@@ -52,13 +53,19 @@ func (t Type) String() string {
 }
 
 // Schema is a Kafka Connect schema, as far as the outbox router produces
-// them: no maps, no doc, no parameters.
+// them: no maps.
 type Schema struct {
 	Type     Type
 	Optional bool
 	Name     string
 	// Version is the schema version; 0 means none.
 	Version int
+	// Doc is the schema's doc; "" means none.
+	Doc string
+	// Params are the schema's parameters, in the order SchemaBuilder's
+	// LinkedHashMap keeps them (Connect's Decimal: scale, then Debezium's
+	// connect.decimal.precision).
+	Params []Param
 	// Default is the default value (a value of this schema); nil means
 	// none.
 	Default any
@@ -67,6 +74,9 @@ type Schema struct {
 	// Items is an array's element schema.
 	Items *Schema
 }
+
+// Param is one of a schema's parameters.
+type Param struct{ Key, Value string }
 
 // Field is a field of a struct schema.
 type Field struct {
@@ -83,7 +93,18 @@ type Struct struct {
 
 // Values are Go values of their schema's type: string, bool, int64 for
 // every integer type, float32, float64, []byte, *Struct, []any, or nil;
-// javaDate for Kafka Connect's logical Date, Time and Timestamp.
+// javaDate for Kafka Connect's logical Date, Time and Timestamp;
+// javaDecimal for its Decimal.
+
+// param returns the value of the named parameter, "" for none.
+func (s *Schema) param(key string) string {
+	for _, p := range s.Params {
+		if p.Key == key {
+			return p.Value
+		}
+	}
+	return ""
+}
 
 // field returns the index of the named field, or -1.
 func (s *Schema) field(name string) int {
@@ -101,7 +122,8 @@ func (s *Schema) equal(o *Schema) bool {
 		return true
 	}
 	if s == nil || o == nil || s.Type != o.Type || s.Optional != o.Optional || s.Name != o.Name ||
-		s.Version != o.Version || !reflect.DeepEqual(s.Default, o.Default) || len(s.Fields) != len(o.Fields) {
+		s.Version != o.Version || s.Doc != o.Doc || !slices.Equal(s.Params, o.Params) ||
+		!reflect.DeepEqual(s.Default, o.Default) || len(s.Fields) != len(o.Fields) {
 		return false
 	}
 	for i := range s.Fields {
@@ -141,6 +163,9 @@ func (s *Schema) validate(v any) error {
 		_, ok = v.(float64)
 	case TypeBytes:
 		_, ok = v.([]byte)
+		if _, dec := v.(javaDecimal); dec {
+			ok = s.Name == nameDecimal
+		}
 	case TypeArray:
 		var list []any
 		if list, ok = v.([]any); ok {

@@ -42,6 +42,28 @@ func (r *Router) check(t *tableMeta) error {
 			"make the column bytea, set routing.%s_delegate_format (with BinaryDataConverter, %s.converter.delegate.converter.type) to write it as string, json or json+schema, or choose another %s_format",
 			what, name, c.typName, what, what, what, what))
 	}
+	// Connect's Decimal and Debezium's VariableScaleDecimal
+	// (decimal.handling.mode precise) are types of their own in
+	// Confluent's JsonSchemaData (a number titled with the Decimal's name)
+	// and ProtobufData (confluent.type.Decimal), which outboxrelay does not
+	// write: refused here rather than at the first event.
+	precise := func(name, what string, f Format) {
+		c := t.column(name)
+		if c == nil || (f != FormatJSONSR && f != FormatProtobuf) {
+			return
+		}
+		if s, err := c.schema(); err == nil && (s.Name == nameDecimal || s.Name == nameVariableScaleDecimal) {
+			errs = append(errs, fmt.Errorf("%s column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as %s; outboxrelay does not write that with format %s: set decimal.handling.mode double or string (routing.decimal_handling), or use avro, json or json+schema",
+				what, name, s.Name, f))
+		}
+	}
+	precise(cfg.Columns.AggregateID, "key", cfg.KeyFormat)
+	precise(cfg.Columns.Payload, "payload", cfg.ValueFormat)
+	for _, f := range r.c.fields {
+		if f.Placement == PlaceEnvelope {
+			precise(f.Column, "envelope field "+f.Alias, cfg.ValueFormat)
+		}
+	}
 	if cfg.KeyFormat == FormatBytes {
 		bytesOnly(cfg.Columns.AggregateID, "key", cfg.KeyDelegateFormat)
 	}

@@ -260,6 +260,11 @@ func (tr *translator) converter(prefix string) (f, delegate Format) {
 		if v, ok := tr.get(prefix + ".replace.null.with.default"); ok && strings.EqualFold(v, "false") {
 			tr.note(prefix+".replace.null.with.default", Unsupported, "false is not supported: a NULL column with a default is written as its default")
 		}
+		// JsonConverterConfig's decimal.format: NUMERIC writes a Decimal
+		// as a JSON number, which outboxrelay does not.
+		if v, ok := tr.get(prefix + ".decimal.format"); ok && !strings.EqualFold(strings.TrimSpace(v), "BASE64") {
+			tr.note(prefix+".decimal.format", Unsupported, "%q: only BASE64, the default, is supported: a Decimal (decimal.handling.mode precise) is written as the base64 of its bytes", v)
+		}
 	case "org.apache.kafka.connect.storage.StringConverter":
 		f = FormatString
 		if v, ok := tr.get(prefix + ".encoding"); ok && !strings.EqualFold(v, "UTF-8") && !strings.EqualFold(v, "UTF8") {

@@ -1,0 +1,275 @@
+package debezium
+
+import (
+	"bytes"
+	"context"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/hamba/avro/v2"
+	"github.com/outboxrelay/outboxrelay/connector"
+)
+
+// numericMod is PostgreSQL's type modifier of numeric(p,s).
+func numericMod(p, s int) int32 { return int32(p<<16|s) + 4 }
+
+// Numeric columns with decimal.handling.mode precise, each written by the
+// converters the relay supports. The schemas and values follow Debezium's
+// AbstractRecordsProducerTest.schemasAndValuesForBigDecimalEncodedNumericTypes
+// (debezium-connector-postgres): numeric(3,2) 1.10 is
+// Decimal.builder(2).parameter("connect.decimal.precision", "3").optional()
+// with BigDecimal("1.10"); an unconstrained numeric 10.1111 is
+// VariableScaleDecimal.optionalSchema() with {scale 4, value
+// BigDecimal("10.1111").unscaledValue().toByteArray()}, and 22.0000 is
+// {scale 0, value of 22} (stripTrailingZeros). The JSON is Kafka's
+// JsonConverter (asJsonSchema: type, fields, optional, name, version, doc,
+// parameters, default; TO_JSON_LOGICAL_CONVERTERS writing a Decimal as
+// Decimal.fromLogical's bytes with decimal.format BASE64, its default);
+// the header is SimpleHeaderConverter (Values.append writes a Number by
+// its toString, a Struct as {"field":value,...} with bytes in base64); the
+// string is StringConverter (BigDecimal.toString).
+func TestPreciseNumericColumns(t *testing.T) {
+	const (
+		vsdSchema = `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],` +
+			`"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}`
+	)
+	decimalSchema := func(p, s, opt string) string {
+		return `{"type":"bytes","optional":` + opt + `,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"` + s + `","connect.decimal.precision":"` + p + `"}`
+	}
+	for _, tc := range []struct {
+		name   string
+		c      column
+		text   string
+		schema string
+		json   string
+		header string
+		str    string // "" when StringConverter cannot write it
+	}{
+		// 110 is 0x6e.
+		{"numeric(3,2)", column{typName: "numeric", typMod: numericMod(3, 2)}, "1.10",
+			decimalSchema("3", "2", "true") + `}`, `"bg=="`, "1.10", "1.10"},
+		// ARPT's d_int: 1 in a scale-2 column is 1.00, unscaled 100 (0x64).
+		{"numeric(3,2) whole", column{typName: "numeric", typMod: numericMod(3, 2)}, "1.00",
+			decimalSchema("3", "2", "true") + `}`, `"ZA=="`, "1.00", "1.00"},
+		// -1250 as two's complement: 0xfb1e.
+		{"negative", column{typName: "numeric", typMod: numericMod(10, 2), notNull: true}, "-12.50",
+			decimalSchema("10", "2", "false") + `}`, `"+x4="`, "-12.50", "-12.50"},
+		// BigInteger.toByteArray keeps a sign byte: 128 is 00 80, -128 is 80.
+		{"sign byte", column{typName: "numeric", typMod: numericMod(5, 0)}, "128",
+			decimalSchema("5", "0", "true") + `}`, `"AIA="`, "128", "128"},
+		{"minus 128", column{typName: "numeric", typMod: numericMod(5, 0)}, "-128",
+			decimalSchema("5", "0", "true") + `}`, `"gA=="`, "-128", "-128"},
+		// BigDecimal.toString goes to E notation below an adjusted
+		// exponent of -6: 1.00E-8.
+		{"small", column{typName: "numeric", typMod: numericMod(12, 10)}, "0.0000000100",
+			decimalSchema("12", "10", "true") + `}`, `"ZA=="`, "1.00E-8", "1.00E-8"},
+		// PostgresDefaultValueConverter: the default as a BigDecimal of
+		// the column's scale, 5.00, unscaled 500 (0x01f4).
+		{"default", column{typName: "numeric", typMod: numericMod(10, 2), defaultExpr: "5"}, "1.10",
+			decimalSchema("10", "2", "true") + `,"default":"AfQ="}`, `"bg=="`, "1.10", "1.10"},
+		// 101111 is 0x018af7.
+		{"unconstrained", column{typName: "numeric", typMod: -1}, "10.1111",
+			vsdSchema, `{"scale":4,"value":"AYr3"}`, `{"scale":4,"value":"AYr3"}`, ""},
+		{"unconstrained whole", column{typName: "numeric", typMod: -1}, "22.0000",
+			vsdSchema, `{"scale":0,"value":"Fg=="}`, `{"scale":0,"value":"Fg=="}`, ""},
+		// A Struct default is dropped ("Struct can't be used as default
+		// value"); 0 strips to scale 0, value 00.
+		{"unconstrained zero, default dropped", column{typName: "numeric", typMod: -1, defaultExpr: "1.5"}, "0.000",
+			vsdSchema, `{"scale":0,"value":"AA=="}`, `{"scale":0,"value":"AA=="}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.name = "amount"
+			s, err := tc.c.schema()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(appendSchemaJSON(nil, s, "")); got != tc.schema {
+				t.Errorf("schema\n got %s\nwant %s", got, tc.schema)
+			}
+			v, err := tc.c.value([]byte(tc.text), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.validate(v); err != nil {
+				t.Errorf("the value does not fit its schema: %v", err)
+			}
+			got, err := convert(FormatJSON, s, v)
+			if err != nil || string(got) != tc.json {
+				t.Errorf("JsonConverter: %s (%v), want %s", got, err, tc.json)
+			}
+			withSchema, err := convert(FormatJSONSchema, s, v)
+			if want := `{"schema":` + tc.schema + `,"payload":` + tc.json + `}`; err != nil || string(withSchema) != want {
+				t.Errorf("JsonConverter with schemas: %s (%v), want %s", withSchema, err, want)
+			}
+			h, err := convertHeader(FormatSimple, s, v)
+			if err != nil || string(h) != tc.header {
+				t.Errorf("SimpleHeaderConverter: %s (%v), want %s", h, err, tc.header)
+			}
+			str, err := convert(FormatString, s, v)
+			switch {
+			case tc.str == "" && err == nil:
+				t.Errorf("StringConverter wrote %s; Struct.toString writes the bytes field as Java's object name, which the relay refuses", str)
+			case tc.str != "" && (err != nil || string(str) != tc.str):
+				t.Errorf("StringConverter: %s (%v), want %s", str, err, tc.str)
+			}
+		})
+	}
+}
+
+// SpecialValueDecimal.fromLogical throws a ConnectException for NaN and the
+// infinities in precise mode, fixed or variable scale (convertDecimal hands
+// a special value to it before it looks at the scale); the relay makes that
+// the event's error, naming the column and the way out.
+func TestPreciseNumericSpecialValues(t *testing.T) {
+	for _, mod := range []int32{numericMod(10, 2), -1} {
+		for _, text := range []string{"NaN", "Infinity", "-Infinity"} {
+			c := &column{name: "amount", typName: "numeric", typMod: mod}
+			v, err := c.value([]byte(text), false)
+			if err == nil {
+				t.Errorf("typmod %d %s: %#v, want an error", mod, text, v)
+				continue
+			}
+			for _, want := range []string{`column "amount"`, text, "decimal.handling.mode string"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("typmod %d %s: %v, want it to say %q", mod, text, err, want)
+				}
+			}
+		}
+	}
+}
+
+// BigInteger.toByteArray, checked at the edges of each byte length against
+// the value it reads back as two's complement.
+func TestTwosComplement(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want []byte
+	}{
+		{0, []byte{0}}, {1, []byte{1}}, {-1, []byte{0xff}}, {127, []byte{0x7f}}, {128, []byte{0, 0x80}},
+		{-128, []byte{0x80}}, {-129, []byte{0xff, 0x7f}}, {255, []byte{0, 0xff}}, {32767, []byte{0x7f, 0xff}},
+		{-32768, []byte{0x80, 0}}, {-32769, []byte{0xff, 0x7f, 0xff}},
+	} {
+		if got := twosComplement(big.NewInt(tc.n)); !bytes.Equal(got, tc.want) {
+			t.Errorf("%d: % x, want % x", tc.n, got, tc.want)
+		}
+	}
+}
+
+// The Avro schema Confluent's AvroData.fromConnectSchema derives: for a
+// Decimal, the BYTES case adds scale and precision (from
+// connect.decimal.precision) first, then the connect.* properties
+// (version, parameters, name), then LogicalTypes.decimal's logicalType;
+// AvroDataTest.createDecimalSchema builds the same, in that order. The
+// VariableScaleDecimal struct is a record with connect.doc before
+// connect.version (connectMetaData). Values are Decimal.fromLogical's
+// bytes.
+func TestAvroPreciseNumeric(t *testing.T) {
+	fixed := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)}
+	variable := &column{name: "ratio", typName: "numeric", typMod: -1}
+	s := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.order.Value"}
+	st := &Struct{Schema: s}
+	for _, f := range []struct {
+		c    *column
+		text string
+	}{{fixed, "12.50"}, {variable, "10.1111"}} {
+		cs, err := f.c.schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := f.c.value([]byte(f.text), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Fields = append(s.Fields, Field{Name: f.c.name, Schema: cs})
+		st.Values = append(st.Values, v)
+	}
+	text, err := avroSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"record","name":"Value","namespace":"dbserver1.public.outbox.order","fields":[` +
+		`{"name":"amount","type":["null",{"type":"bytes","scale":2,"precision":10,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"10"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}],"default":null},` +
+		`{"name":"ratio","type":["null",{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],` +
+		`"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null}],` +
+		`"connect.name":"dbserver1.public.outbox.order.Value"}`
+	if text != want {
+		t.Errorf("schema\n got %s\nwant %s", text, want)
+	}
+	as, err := avro.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := avroValue(as, s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := avro.Marshal(as, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// amount: branch 1 (zigzag 02), bytes of length 2 (04), 1250 as
+	// 04 e2; ratio: branch 1, scale 4 (08), bytes of length 3 (06),
+	// 01 8a f7.
+	wantB := []byte{2, 4, 0x04, 0xe2, 2, 8, 6, 0x01, 0x8a, 0xf7}
+	if !bytes.Equal(b, wantB) {
+		t.Errorf("encoded % x\nwant % x", b, wantB)
+	}
+	// A default: toAvroLogical's bytes as an ISO-8859-1 string, 5.00 is
+	// 01 f4.
+	d := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2), defaultExpr: "5"}
+	ds, err := d.schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err = avroSchema(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"type":"bytes","scale":2,"precision":10,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"10"},"connect.default":"\u0001ô","connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"},"null"]`; text != want {
+		t.Errorf("schema with a default\n got %s\nwant %s", text, want)
+	}
+}
+
+// Connect's Decimal and VariableScaleDecimal have types of their own in
+// Confluent's JsonSchemaData and ProtobufData, which outboxrelay does not
+// write: a numeric key, payload or envelope field with precise is refused
+// at start with those formats, naming the column and the ways out; Avro
+// and JsonConverter take it.
+func TestPreciseNumericRefusedWithJSONSchemaAndProtobuf(t *testing.T) {
+	cols := outboxColumns(&column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)},
+		&column{name: "ratio", typName: "numeric", typMod: -1})
+	envelope := []string{"amount:envelope", "ratio:envelope"}
+	for _, tc := range []struct {
+		format Format
+		errs   []string
+	}{
+		{FormatJSONSR, []string{`envelope field amount column "amount"`, "org.apache.kafka.connect.data.Decimal", `envelope field ratio column "ratio"`,
+			"io.debezium.data.VariableScaleDecimal", "format json_sr", "routing.decimal_handling"}},
+		{FormatProtobuf, []string{`column "amount"`, `column "ratio"`, "format protobuf"}},
+		{FormatAvro, nil},
+		{FormatJSONSchema, nil},
+	} {
+		t.Run(string(tc.format), func(t *testing.T) {
+			cfg := RouterConfig{ValueFormat: tc.format, AdditionalFields: envelope}
+			if tc.format.UsesRegistry() {
+				cfg.Registry.URLs = []string{"http://registry.invalid"}
+			}
+			err := fixedRouter(t, cfg, cols...).Check(context.Background())
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Errorf("Check: %v", err)
+				}
+				return
+			}
+			if !connector.IsPermanent(err) {
+				t.Errorf("Check: %v; want a permanent error", err)
+			}
+			for _, want := range tc.errs {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Check: %v; want it to say %q", err, want)
+				}
+			}
+		})
+	}
+}
