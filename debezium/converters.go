@@ -358,6 +358,9 @@ func javaToString(v any) (string, error) {
 	case []byte:
 		return "", fmt.Errorf("StringConverter writes Java's object name for binary data (\"[B@...\"), not the bytes; use ByteArrayConverter or JsonConverter for a bytea column")
 	case *Struct:
+		if x.Schema.Name == nameVariableScaleDecimal {
+			return "", fmt.Errorf("StringConverter writes a VariableScaleDecimal (a numeric without precision, decimal.handling.mode precise) as Struct{scale=...,value=[B@...}, the bytes as Java's object name; set decimal.handling.mode string or double (routing.decimal_handling), give the column a precision, or use JsonConverter")
+		}
 		var b strings.Builder
 		b.WriteString("Struct{")
 		first := true
