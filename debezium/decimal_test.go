@@ -232,11 +232,11 @@ func TestAvroPreciseNumeric(t *testing.T) {
 }
 
 // Connect's Decimal and VariableScaleDecimal have types of their own in
-// Confluent's JsonSchemaData and ProtobufData, which outboxrelay does not
-// write: a numeric key, payload or envelope field with precise is refused
-// at start with those formats, naming the column and the ways out; Avro
-// and JsonConverter take it.
-func TestPreciseNumericRefusedWithJSONSchemaAndProtobuf(t *testing.T) {
+// Confluent's ProtobufData (confluent.type.Decimal), which outboxrelay
+// does not write: a numeric key, payload or envelope field with precise
+// is refused at start with protobuf, naming the column and the ways out;
+// Avro, JSON Schema and JsonConverter take it.
+func TestPreciseNumericRefusedWithProtobuf(t *testing.T) {
 	cols := outboxColumns(&column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)},
 		&column{name: "ratio", typName: "numeric", typMod: -1})
 	envelope := []string{"amount:envelope", "ratio:envelope"}
@@ -244,9 +244,9 @@ func TestPreciseNumericRefusedWithJSONSchemaAndProtobuf(t *testing.T) {
 		format Format
 		errs   []string
 	}{
-		{FormatJSONSR, []string{`envelope field amount column "amount"`, "org.apache.kafka.connect.data.Decimal", `envelope field ratio column "ratio"`,
-			"io.debezium.data.VariableScaleDecimal", "format json_sr", "routing.decimal_handling"}},
-		{FormatProtobuf, []string{`column "amount"`, `column "ratio"`, "format protobuf"}},
+		{FormatProtobuf, []string{`envelope field amount column "amount"`, "org.apache.kafka.connect.data.Decimal", `envelope field ratio column "ratio"`,
+			"io.debezium.data.VariableScaleDecimal", "format protobuf", "routing.decimal_handling"}},
+		{FormatJSONSR, nil},
 		{FormatAvro, nil},
 		{FormatJSONSchema, nil},
 	} {
@@ -271,5 +271,64 @@ func TestPreciseNumericRefusedWithJSONSchemaAndProtobuf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The JSON Schema JsonSchemaData.rawSchemaFromConnectSchema derives with
+// decimal.format BASE64 (JsonSchemaDataConfig's default): a Decimal is a
+// StringSchema (the BYTES case) with connect.type bytes, its name the
+// title, connect.version, and connect.parameters, a HashMap of its
+// parameters; VariableScaleDecimal an object with its doc as the
+// description. ToStringVisitor writes title, description, default, then
+// the unprocessed properties in the order of everit's copy of
+// JsonSchemaData's HashMap (javahash.go; a table of 4 for three keys:
+// connect.version, connect.type, connect.parameters; amount before ratio,
+// scale before value), and connect.parameters in its HashMap's order
+// (scale, then connect.decimal.precision). fromConnectData writes a Decimal as a BinaryNode of its
+// bytes, base64 in the record, and a default as its text (toJsonSchemaValue,
+// BinaryNode.asText).
+func TestJSONSchemaPreciseNumeric(t *testing.T) {
+	amount := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)}
+	ratio := &column{name: "ratio", typName: "numeric", typMod: -1}
+	s := &Schema{Type: TypeStruct, Name: "v"}
+	st := &Struct{Schema: s}
+	for _, f := range []struct {
+		c    *column
+		text string
+	}{{amount, "12.50"}, {ratio, "10.1111"}} {
+		cs, err := f.c.schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := f.c.value([]byte(f.text), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Fields = append(s.Fields, Field{Name: f.c.name, Schema: cs})
+		st.Values = append(st.Values, v)
+	}
+	got, err := jsonSRFormat{}.derive(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"object","title":"v","properties":{` +
+		`"amount":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"org.apache.kafka.connect.data.Decimal","connect.version":1,"connect.type":"bytes","connect.parameters":{"scale":"2","connect.decimal.precision":"10"}}]},` +
+		`"ratio":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"object","title":"io.debezium.data.VariableScaleDecimal","description":"Variable scaled decimal","connect.version":1,"properties":{` +
+		`"scale":{"type":"integer","connect.index":0,"connect.type":"int32"},"value":{"type":"string","connect.index":1,"connect.type":"bytes"}}}]}}}`
+	if got != want {
+		t.Errorf("schema\n got %s\nwant %s", got, want)
+	}
+	_, b, err := jsonSRFormat{}.encode(nil, s, st)
+	if want := `{"amount":"BOI=","ratio":{"scale":4,"value":"AYr3"}}`; err != nil || string(b) != want {
+		t.Errorf("record %s (%v), want %s", b, err, want)
+	}
+	d := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2), notNull: true, defaultExpr: "5"}
+	ds, err := d.schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = jsonSRFormat{}.derive(ds)
+	if want := `{"type":"string","title":"org.apache.kafka.connect.data.Decimal","default":"AfQ=","connect.version":1,"connect.type":"bytes","connect.parameters":{"scale":"2","connect.decimal.precision":"10"}}`; err != nil || got != want {
+		t.Errorf("schema with a default\n got %s (%v)\nwant %s", got, err, want)
 	}
 }

@@ -173,13 +173,36 @@ func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
 	if s.Version != 0 {
 		ps = append(ps, prop{"connect.version", strconv.Itoa(s.Version)})
 	}
+	if len(s.Params) > 0 {
+		// connect.parameters is a HashMap of the parameters (those not
+		// under io.confluent.connect.json, which the router never sets),
+		// written as an object in its order.
+		keys := make([]string, len(s.Params))
+		for i, p := range s.Params {
+			keys[i] = p.Key
+		}
+		obj := []byte{'{'}
+		for i, k := range javaHashOrder(keys) {
+			if i > 0 {
+				obj = append(obj, ',')
+			}
+			obj = appendJacksonString(obj, k)
+			obj = append(obj, ':')
+			obj = appendJacksonString(obj, s.param(k))
+		}
+		ps = append(ps, prop{"connect.parameters", string(append(obj, '}'))})
+	}
 	ps = append(ps, extra...)
-	// visitSchema: title (the Connect name), default, then the
-	// unprocessed properties, each after a comma.
+	// visitSchema: title (the Connect name), description (its doc),
+	// default, then the unprocessed properties, each after a comma.
 	common := func() error {
 		if s.Name != "" {
 			w.b = append(w.b, `,"title":`...)
 			w.b = appendJacksonString(w.b, s.Name)
+		}
+		if s.Doc != "" {
+			w.b = append(w.b, `,"description":`...)
+			w.b = appendJacksonString(w.b, s.Doc)
 		}
 		if s.Default != nil {
 			w.b = append(w.b, `,"default":`...)
@@ -282,6 +305,10 @@ func appendJSONSchemaDefault(b []byte, v any) ([]byte, error) {
 		return append(b, jacksonDecimal(javaDouble(x))...), nil
 	case []byte:
 		return appendJacksonString(b, base64.StdEncoding.EncodeToString(x)), nil
+	case javaDecimal:
+		// fromConnectData with decimal.format BASE64: a BinaryNode of
+		// Decimal.fromLogical's bytes, whose text is their base64.
+		return appendJacksonString(b, base64.StdEncoding.EncodeToString(x.bytes())), nil
 	}
 	return nil, fmt.Errorf("cannot write a %T default in a JSON Schema", v)
 }

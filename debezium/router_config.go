@@ -92,7 +92,7 @@ type RouterConfig struct {
 	// interval columns are typed where the router places them. Defaults
 	// Debezium's: adaptive, precise (Connect's Decimal, or
 	// VariableScaleDecimal for a numeric without precision; refused with
-	// json_sr and protobuf), numeric.
+	// protobuf), numeric.
 	TimePrecision    TimePrecision
 	DecimalHandling  DecimalHandling
 	IntervalHandling IntervalHandling

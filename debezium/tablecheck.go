@@ -44,16 +44,16 @@ func (r *Router) check(t *tableMeta) error {
 	}
 	// Connect's Decimal and Debezium's VariableScaleDecimal
 	// (decimal.handling.mode precise) are types of their own in
-	// Confluent's JsonSchemaData (a number titled with the Decimal's name)
-	// and ProtobufData (confluent.type.Decimal), which outboxrelay does not
-	// write: refused here rather than at the first event.
+	// Confluent's ProtobufData (confluent.type.Decimal, a message of
+	// confluent/type/decimal.proto), which outboxrelay does not write:
+	// refused here rather than at the first event.
 	precise := func(name, what string, f Format) {
 		c := t.column(name)
-		if c == nil || (f != FormatJSONSR && f != FormatProtobuf) {
+		if c == nil || f != FormatProtobuf {
 			return
 		}
 		if s, err := c.schema(); err == nil && (s.Name == nameDecimal || s.Name == nameVariableScaleDecimal) {
-			errs = append(errs, fmt.Errorf("%s column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as %s; outboxrelay does not write that with format %s: set decimal.handling.mode double or string (routing.decimal_handling), or use avro, json or json+schema",
+			errs = append(errs, fmt.Errorf("%s column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as %s; outboxrelay does not write that with format %s: set decimal.handling.mode double or string (routing.decimal_handling), or use avro, json_sr, json or json+schema",
 				what, name, s.Name, f))
 		}
 	}

@@ -79,6 +79,8 @@ var unsupportedDataConfig = map[Format]map[string]string{
 		"ignore.default.for.nullables": "false",
 		// KafkaJsonSchemaSerializerConfig: pretty-printed records.
 		"json.indent.output": "false",
+		// NUMERIC writes a Decimal as a number schema and value.
+		"decimal.format": "BASE64",
 	},
 	FormatProtobuf: {
 		"scrub.invalid.names":          "false",

@@ -37,7 +37,11 @@ var decimalDDL = strings.Replace(outboxEventDDL, "payload       jsonb", "payload
 //   - AvroConverter registers bytes with logicalType decimal, scale 2 and
 //     precision 10, and the record VariableScaleDecimal (AvroData.
 //     fromConnectSchema; AvroDataTest.createDecimalSchema), and writes
-//     the bytes.
+//     the bytes;
+//   - JsonSchemaConverter registers a string with connect.type bytes,
+//     the Decimal's name as title and its connect.parameters, and an
+//     object for VariableScaleDecimal (JsonSchemaData, decimal.format
+//     BASE64), and writes the bytes in base64.
 //
 // A NaN in the unconstrained column fails in Debezium
 // (SpecialValueDecimal.fromLogical throws in precise mode); here it is
@@ -62,9 +66,19 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 		`{"name":"ratio","type":["null",{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],` +
 		`"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null}],` +
 		`"connect.name":"dbserver1.inventory.outboxevent.Order.Value"}`
+	// JsonSchemaData (decimal_test.go, TestJSONSchemaPreciseNumeric): the
+	// properties in the order of everit's copy of JsonSchemaData's
+	// HashMap, a table of 4 (javahash.go): payload, amount, ratio.
+	const jsonSRSchema = `{"type":"object","title":"dbserver1.inventory.outboxevent.Order.Value","properties":{` +
+		`"payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},` +
+		`"amount":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"string","title":"org.apache.kafka.connect.data.Decimal","connect.version":1,"connect.type":"bytes","connect.parameters":{"scale":"2","connect.decimal.precision":"10"}}]},` +
+		`"ratio":{"connect.index":2,"oneOf":[{"type":"null"},{"type":"object","title":"io.debezium.data.VariableScaleDecimal","description":"Variable scaled decimal","connect.version":1,"properties":{` +
+		`"scale":{"type":"integer","connect.index":0,"connect.type":"int32"},"value":{"type":"string","connect.index":1,"connect.type":"bytes"}}}]}}}`
 	for _, tc := range []struct {
 		name string
-		avro bool
+		// class is the value converter's, with the registry; "" for
+		// JsonConverter.
+		class string
 		// values are the first and last events' values (JsonConverter).
 		values map[string]string
 	}{
@@ -72,7 +86,8 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 			first: jsonValue(`"BOI="`, `{"scale":4,"value":"AYr3"}`),
 			// 1.00: 100 (64); 22.0000 strips to {scale 0, value 22 (16)}.
 			last: jsonValue(`"ZA=="`, `{"scale":0,"value":"Fg=="}`)}},
-		{name: "AvroConverter", avro: true},
+		{name: "AvroConverter", class: "io.confluent.connect.avro.AvroConverter"},
+		{name: "JsonSchemaConverter", class: "io.confluent.connect.json.JsonSchemaConverter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -88,9 +103,9 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 			_, brokers := testenv.Kafka(t)
 			extra := placement
 			var reg *testenv.Registry
-			if tc.avro {
+			if tc.class != "" {
 				reg = testenv.StartRegistry(t, "", "")
-				extra += `, "value.converter": "io.confluent.connect.avro.AvroConverter", "value.converter.schema.registry.url": "` + reg.URL + `"`
+				extra += `, "value.converter": "` + tc.class + `", "value.converter.schema.registry.url": "` + reg.URL + `"`
 			}
 			p := runDebeziumBinary(t, "c.json", exampleConnector(pgURL, slot, extra),
 				"OUTBOXRELAY_KAFKA_BROKERS="+strings.Join(brokers, ","), "OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC=outbox.deadletter")
@@ -111,11 +126,20 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 				if got, want := [2]string{header(r, "amount"), header(r, "ratio")}, headers[id]; got != want {
 					t.Errorf("event %s: headers amount, ratio %q, want %q", id, got, want)
 				}
-				if !tc.avro && string(r.Value) != tc.values[id] {
+				if tc.class == "" && string(r.Value) != tc.values[id] {
 					t.Errorf("event %s: value\n got %s\nwant %s", id, r.Value, tc.values[id])
 				}
 			}
-			if tc.avro {
+			if strings.HasSuffix(tc.class, "JsonSchemaConverter") {
+				if got := reg.Subjects()["Order.events-value"]; len(got) != 1 || got[0] != jsonSRSchema {
+					t.Errorf("value subject holds %q, want the one schema\n%s", got, jsonSRSchema)
+				}
+				want := `{"payload":"{\"seq\": 1}","amount":"BOI=","ratio":{"scale":4,"value":"AYr3"}}`
+				if v := byID[first].Value; len(v) < 5 || string(v[5:]) != want {
+					t.Errorf("first event's JSON Schema value %q, want a 5-byte header then %s", v, want)
+				}
+			}
+			if strings.HasSuffix(tc.class, "AvroConverter") {
 				if got := reg.Subjects()["Order.events-value"]; len(got) != 1 || got[0] != avroSchema {
 					t.Errorf("value subject holds %q, want the one schema\n%s", got, avroSchema)
 				}
@@ -140,12 +164,12 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 	}
 }
 
-// With Confluent's JsonSchemaConverter or ProtobufConverter, a numeric
-// envelope field under precise is refused at start (outboxrelay does not
-// write JsonSchemaData's and ProtobufData's Decimal types), naming the
-// column and the ways out, before any event.
-func TestDebeziumPreciseNumericRefusedWithSchemaConverters(t *testing.T) {
-	for _, class := range []string{"io.confluent.connect.json.JsonSchemaConverter", "io.confluent.connect.protobuf.ProtobufConverter"} {
+// With Confluent's ProtobufConverter, a numeric envelope field under
+// precise is refused at start (outboxrelay does not write ProtobufData's
+// confluent.type.Decimal), naming the column and the ways out, before any
+// event.
+func TestDebeziumPreciseNumericRefusedWithProtobuf(t *testing.T) {
+	for _, class := range []string{"io.confluent.connect.protobuf.ProtobufConverter"} {
 		t.Run(class[strings.LastIndexByte(class, '.')+1:], func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
