@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -330,5 +331,43 @@ func TestJSONSchemaPreciseNumeric(t *testing.T) {
 	got, err = jsonSRFormat{}.derive(ds)
 	if want := `{"type":"string","title":"org.apache.kafka.connect.data.Decimal","default":"AfQ=","connect.version":1,"connect.type":"bytes","connect.parameters":{"scale":"2","connect.decimal.precision":"10"}}`; err != nil || got != want {
 		t.Errorf("schema with a default\n got %s (%v)\nwant %s", got, err, want)
+	}
+}
+
+// A numeric key column (table.field.event.key) with precise: the key is
+// what the key converter writes of the column's Decimal (JsonConverter:
+// base64 of the bytes, the parameters in the schema; StringConverter:
+// BigDecimal.toString), and the partition murmur2 of those bytes, as for
+// any key.
+func TestRoutePreciseNumericKey(t *testing.T) {
+	cols := outboxColumns(&column{name: "amount", typName: "numeric", typMod: numericMod(10, 2), notNull: true})
+	m := connector.ColumnMap{AggregateID: "amount"}.WithDefaults()
+	for _, tc := range []struct {
+		name string
+		f    Format
+		key  string
+	}{
+		{"JsonConverter", FormatJSON, `"BOI="`},
+		{"JsonConverter with schemas", FormatJSONSchema, `{"schema":{"type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,` +
+			`"parameters":{"scale":"2","connect.decimal.precision":"10"}},"payload":"BOI="}`},
+		{"StringConverter", FormatString, "12.50"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := m.NewEvent([]connector.Column{
+				{Name: "id", Value: []byte("4d47e190-0402-4048-bc2c-89dd54343cdc")},
+				{Name: "aggregatetype", Value: []byte("order")},
+				{Name: "aggregateid", Value: []byte("1")},
+				{Name: "payload", Value: []byte(`{}`)},
+				{Name: "amount", Value: []byte("12.50")},
+			}, time.Unix(0, 0), "test")
+			r := fixedRouter(t, RouterConfig{KeyFormat: tc.f, Columns: m}, cols...)
+			msg, err := r.Route(context.Background(), &e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(msg.Key) != tc.key {
+				t.Errorf("key %s, want %s", msg.Key, tc.key)
+			}
+		})
 	}
 }
