@@ -72,6 +72,8 @@ func avroSchema(s *Schema) (string, error) {
 type avroWriter struct {
 	b     []byte
 	space *string
+	// defined are the records written so far, by full name.
+	defined map[string]bool
 }
 
 func (w *avroWriter) str(s string) {
@@ -212,6 +214,27 @@ func (w *avroWriter) base(s *Schema) error {
 		return nil
 	case TypeStruct:
 		space, name := avroSplitName(s.Name)
+		full := name
+		if space != nil && *space != "" {
+			full = *space + "." + name
+		}
+		if w.defined[full] {
+			// A struct of a name written before (two VariableScaleDecimal
+			// columns): fromConnectSchemaWithCycle reuses the record of
+			// that name (cycleReferences), and Schema.toString writes it
+			// again as a reference, its name qualified unless its
+			// namespace is the enclosing one (writeNameRef).
+			if space != nil && w.space != nil && *space == *w.space {
+				w.str(name)
+			} else {
+				w.str(full)
+			}
+			return nil
+		}
+		if w.defined == nil {
+			w.defined = map[string]bool{}
+		}
+		w.defined[full] = true
 		w.b = append(w.b, `{"type":"record","name":`...)
 		w.str(name)
 		// Schema.Name.writeName: the namespace only where it differs from
@@ -378,6 +401,9 @@ func avroValue(as avro.Schema, s *Schema, v any) (any, error) {
 			if branch.Type() == avro.Null {
 				continue
 			}
+			if ref, ok := branch.(*avro.RefSchema); ok {
+				branch = ref.Schema()
+			}
 			out, err := avroBase(branch, s, v)
 			if err != nil {
 				return nil, err
@@ -396,6 +422,10 @@ func avroValue(as avro.Schema, s *Schema, v any) (any, error) {
 }
 
 func avroBase(as avro.Schema, s *Schema, v any) (any, error) {
+	if ref, ok := as.(*avro.RefSchema); ok {
+		// A record written before, referred to by name.
+		as = ref.Schema()
+	}
 	if d, ok := v.(javaDate); ok {
 		// AvroData.fromConnectData: a logical date as its fromLogical
 		// number.

@@ -371,3 +371,47 @@ func TestRoutePreciseNumericKey(t *testing.T) {
 		})
 	}
 }
+
+// Two VariableScaleDecimal columns in one Avro envelope: AvroData's
+// fromConnectSchemaWithCycle reuses the record it made for the name
+// (FromConnectContext.cycleReferences), and Avro's Schema.toString writes
+// the second as a reference to it (NamedSchema.writeNameRef), qualified,
+// the enclosing namespace being another; Avro refuses a name defined twice.
+func TestAvroTwoVariableScaleDecimals(t *testing.T) {
+	a, err := (&column{name: "a", typName: "numeric", typMod: -1}).schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&column{name: "b", typName: "numeric", typMod: -1, notNull: true}).schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := (&column{name: "c", typName: "numeric", typMod: -1}).schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Schema{Type: TypeStruct, Name: "x.y.Value", Fields: []Field{{Name: "a", Schema: a}, {Name: "b", Schema: b}, {Name: "c", Schema: c}}}
+	text, err := avroSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"record","name":"Value","namespace":"x.y","fields":[{"name":"a","type":["null",{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data",` +
+		`"fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null},` +
+		`{"name":"b","type":"io.debezium.data.VariableScaleDecimal"},{"name":"c","type":["null","io.debezium.data.VariableScaleDecimal"],"default":null}],"connect.name":"x.y.Value"}`
+	if text != want {
+		t.Errorf("schema\n got %s\nwant %s", text, want)
+	}
+	as, err := avroFormat{}.parse(text, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, _ := (&column{name: "a", typName: "numeric", typMod: -1}).value([]byte("1.5"), false)
+	vb, _ := (&column{name: "b", typName: "numeric", typMod: -1, notNull: true}).value([]byte("-2"), false)
+	vc, _ := (&column{name: "c", typName: "numeric", typMod: -1}).value([]byte("0"), false)
+	_, got, err := avroFormat{}.encode(as, s, &Struct{Schema: s, Values: []any{va, vb, vc}})
+	// a: branch 1, scale 1 (02), 1 byte (02), 15 (0f); b: scale 0, 1
+	// byte, -2 (fe); c: branch 1, scale 0, 1 byte, 0.
+	if want := []byte{2, 2, 2, 0x0f, 0, 2, 0xfe, 2, 0, 2, 0}; err != nil || !bytes.Equal(got, want) {
+		t.Errorf("encoded % x (%v), want % x", got, err, want)
+	}
+}
