@@ -327,11 +327,13 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, facts pg
 		}
 		// A table added to outbox.tables: the slot decodes its inserts
 		// from the next transaction the server sees after this commits.
+		// Its rows are counted before, as a slot's are (rowsBefore).
+		before := s.countRows(ctx, conn, t)
 		if _, err := conn.Exec(ctx, sql); err != nil && !isDuplicate(err) {
 			return classify(fmt.Sprintf("add table %s to publication %q", t, s.cfg.Publication), err)
 		}
 		s.log.Info("added a table to the publication", "publication", s.cfg.Publication, "table", t.String())
-		s.warnTableRowsBefore(ctx, conn, t, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
+		s.warnTableRows(t, before, "the outbox table added to the publication already holds rows; those committed before it was added are not relayed, only what commits from now on is")
 	}
 	return nil
 }
@@ -451,6 +453,7 @@ func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 		return slotPosition{create: true}, nil // snapshot.go, on the replication connection
 	}
 	var lsn string
+	before := s.rowsBefore(ctx, conn)
 	version := serverVersion(conn.PgConn())
 	err := conn.QueryRow(ctx, createSlotSQL(version, s.failover(version)), s.cfg.Slot).Scan(&lsn)
 	if isDuplicate(err) {
@@ -461,7 +464,7 @@ func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 		return slotPosition{}, classify("create the replication slot", err)
 	}
 	s.log.Info("created replication slot", "slot", s.cfg.Slot, "lsn", lsn)
-	s.warnRowsBefore(ctx, conn)
+	s.warnRowsBefore(before)
 	pos, err := pglogrepl.ParseLSN(lsn)
 	return slotPosition{lsn: pos, fresh: true}, err
 }

@@ -217,29 +217,53 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 	return connector.Permanent(err)
 }
 
-// warnRowsBefore says, when a new slot is created over a table that holds
-// rows, that those rows were committed before the slot existed and are not
-// relayed: a slot captures only what commits after it.
-func (s *Source) warnRowsBefore(ctx context.Context, conn *pgx.Conn) {
-	for _, t := range s.tables {
-		s.warnTableRowsBefore(ctx, conn, t, "the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is")
+// rowsBefore counts the rows each outbox table holds before a slot is
+// created, for warnRowsBefore: counted before, not after, so that a row
+// committed after the slot's consistent point, which the slot does
+// relay, is never among them (a standby replays such rows while the
+// creation returns). -1 for a table that cannot be counted.
+func (s *Source) rowsBefore(ctx context.Context, conn *pgx.Conn) []int64 {
+	counts := make([]int64, len(s.tables))
+	for i, t := range s.tables {
+		counts[i] = s.countRows(ctx, conn, t)
+	}
+	return counts
+}
+
+// warnRowsBefore says, when a new slot was created over tables that held
+// rows (counts, from rowsBefore), that those rows were committed before
+// the slot existed and are not relayed: a slot captures only what commits
+// after it.
+func (s *Source) warnRowsBefore(counts []int64) {
+	for i, n := range counts {
+		s.warnTableRows(s.tables[i], n, "the outbox table already holds rows committed before the replication slot existed; they are not relayed, only what commits from now on is")
 	}
 }
 
-func (s *Source) warnTableRowsBefore(ctx context.Context, conn *pgx.Conn, t table, what string) {
-	const most = 100000
+// mostCounted bounds countRows: a count is "more than" this.
+const mostCounted = 100000
+
+// countRows counts t's rows, up to one more than mostCounted; -1 when it
+// cannot.
+func (s *Source) countRows(ctx context.Context, conn *pgx.Conn, t table) int64 {
 	var n int64
-	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) t`, t.ident(), most+1)
+	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) t`, t.ident(), mostCounted+1)
 	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
 		s.log.Debug("count the rows already in the outbox table", "table", t.String(), "err", err)
-		return
+		return -1
 	}
-	if n == 0 {
+	return n
+}
+
+// warnTableRows warns, with what, that t holds n rows (from countRows)
+// the slot will not relay; nothing for none, or a count that failed.
+func (s *Source) warnTableRows(t table, n int64, what string) {
+	if n <= 0 {
 		return
 	}
 	count := fmt.Sprint(n)
-	if n > most {
-		count = fmt.Sprintf("more than %d", most)
+	if n > mostCounted {
+		count = fmt.Sprintf("more than %d", mostCounted)
 	}
 	s.log.Warn(what, "slot", s.cfg.Slot, "table", t.String(), "rows", count,
 		"hint", "if they must reach Kafka, stop the relay and publish them once with outboxrelay backfill --all, or start with a new slot and cdc.snapshot: initial, which publishes the rows already in the table when it creates the slot")

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -565,5 +566,61 @@ func TestCDCSnapshotInterrupted(t *testing.T) {
 	t.Logf("%d records for %d rows: %d repeated", rep.records, len(rows), rep.duplicates)
 	if !strings.Contains(logs2.String(), "publishing the table again") {
 		t.Errorf("the restart does not say it publishes the table again:\n%s", logs2.String())
+	}
+}
+
+// TestCDCWarnsOfRowsBeforeTheSlot: a slot created over a table that holds
+// rows says how many it will not relay, counted before it was created, so
+// that rows writers commit after its consistent point, which it does
+// relay, are never among them.
+func TestCDCWarnsOfRowsBeforeTheSlot(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, cdcKind)
+	before := workload{table: e.table, writers: 1, aggregates: 7, events: 7}
+	before.write(ctx, t, e.pool)
+	var logs syncBuffer
+	src := e.checkpointed(t, cdc.SlotLossFail, &logs)
+	// Writers go on while the slot is created.
+	w := workload{table: e.table, writers: 2, aggregates: 10, events: 2000, txnSize: 2, seqBase: 1}
+	written := w.writeInBackground(ctx, t, e.pool)
+	r := startRelay(t, src, e.brokers, connector.RunnerConfig{}, sink.Config{})
+	<-written
+	// And some after it was created, surely relayed.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(logs.String(), "created replication slot"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot created after a minute:\n%s", logs.String())
+		}
+	}
+	after := workload{table: e.table, writers: 1, aggregates: 10, events: 100, seqBase: 1000}
+	after.write(ctx, t, e.pool)
+	total := len(readRows(ctx, t, e.pool, e.table))
+	// Everything the slot decodes reaches the topic; the count settles.
+	relayed, deadline := -1, time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		n := int(topicRecords(ctx, t, e.brokers, "outbox.event.order"))
+		if n == relayed && n > 0 {
+			break
+		}
+		relayed = n
+		time.Sleep(time.Second)
+	}
+	r.stop(t)
+	var warned []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "already holds rows committed before the replication slot existed") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "rows=") {
+		t.Fatalf("want one warning of the rows before the slot, got %d:\n%s", len(warned), logs.String())
+	}
+	var n int
+	if _, err := fmt.Sscanf(warned[0][strings.Index(warned[0], "rows=")+len("rows="):], "%d", &n); err != nil {
+		t.Fatalf("the warning's rows: %v: %s", err, warned[0])
+	}
+	// The 7 rows of before at least; never a row the slot relayed.
+	t.Logf("%d rows, %d relayed, the warning counts %d", total, relayed, n)
+	if relayed < 100 || n < 7 || n > total-relayed {
+		t.Errorf("the warning counts %d rows; want at least the 7 written before the relay started and at most the %d of %d it did not relay (%d relayed)", n, total-relayed, total, relayed)
 	}
 }
