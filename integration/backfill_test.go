@@ -573,6 +573,14 @@ func TestBackfillAfterFailoverRepeatsLittle(t *testing.T) {
 	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 1 {
 		t.Fatalf("exit code %d after SIGTERM of the relay that found the slot lost, want 1", code)
 	}
+	// What the lost stream had on its way to Kafka lands there without
+	// an acknowledgement (connector/runner.go drops only what is not yet
+	// sent), so no checkpoint holds it and the backfill publishes it again
+	// besides the rows its report counts.
+	inFlight := 0
+	if m := regexp.MustCompile(`dropping the events not yet sent.* in_flight=(\d+)`).FindStringSubmatch(p.out.String()); m != nil {
+		inFlight, _ = strconv.Atoi(m[1])
+	}
 	time.Sleep(4 * time.Second)
 	out, err := exec.Command(binary(t), args...).CombinedOutput()
 	if err != nil {
@@ -597,8 +605,8 @@ func TestBackfillAfterFailoverRepeatsLittle(t *testing.T) {
 	if rep.duplicates*10 >= len(rows) {
 		t.Errorf("%d of %d events arrived twice; want under 10%%", rep.duplicates, len(rows))
 	}
-	if rep.duplicates > repeated {
-		t.Errorf("%d events arrived twice, more than the %d the backfill reported it may repeat", rep.duplicates, repeated)
+	if rep.duplicates > repeated+inFlight {
+		t.Errorf("%d events arrived twice, more than the %d the backfill reported it may repeat and the %d the lost stream had in flight", rep.duplicates, repeated, inFlight)
 	}
 }
 
