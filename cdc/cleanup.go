@@ -105,35 +105,23 @@ type cleaner struct {
 	lastLog time.Time
 }
 
-// startCleanup starts cleanup when cdc.cleanup.enabled; the returned
-// function stops it and waits for it to exit.
-func (s *Source) startCleanup(ctx context.Context) (stop func()) {
-	if !s.cfg.Cleanup.Enabled || s.backfill != nil {
-		// A backfill reads the table; it deletes nothing from it. Its
-		// checkpoint moves to a new slot's position, past rows it is
-		// still publishing from the table.
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c := &cleaner{src: s}
-		defer c.close(ctx)
-		t := time.NewTicker(s.cfg.Cleanup.Interval)
-		defer t.Stop()
-		for {
-			c.round(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+// cleanup deletes, every cdc.cleanup.interval until ctx ends, the rows
+// proved to be in Kafka (cleaner.round). It is off during a backfill,
+// which reads the table and deletes nothing from it: its checkpoint moves
+// to a new slot's position, past rows it is still publishing from the
+// table.
+func (s *Source) cleanup(ctx context.Context) {
+	c := &cleaner{src: s}
+	defer c.close(ctx)
+	t := time.NewTicker(s.cfg.Cleanup.Interval)
+	defer t.Stop()
+	for {
+		c.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 

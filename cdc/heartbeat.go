@@ -26,24 +26,6 @@ const HeartbeatPrefix = "outboxrelay-heartbeat"
 // WAL that the slot would otherwise hold on to.
 const heartbeatSQL = `SELECT pg_logical_emit_message(false, '` + HeartbeatPrefix + `', '')`
 
-// startHeartbeat starts the heartbeat when cfg.HeartbeatInterval is
-// positive; the returned function stops it and waits for it to exit.
-func (s *Source) startHeartbeat(ctx context.Context) (stop func()) {
-	if s.cfg.HeartbeatInterval <= 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.heartbeat(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
 // heartbeat writes a message every HeartbeatInterval on a connection of
 // its own, never the replication connection, and then runs
 // cdc.heartbeat_query when set, until ctx ends. A failure is logged and

@@ -17,7 +17,7 @@ import (
 // tables that match are outbox tables. They are matched against the
 // catalog at every start (resolvePatterns), and while the source streams
 // a watch adds a matching table created later to the publication
-// (startTableWatch), whose inserts then reach the stream, which adopts
+// (watchTables), whose inserts then reach the stream, which adopts
 // the table at its first relation message (adoptTable). A publication FOR
 // ALL TABLES, as Debezium's all_tables makes, needs no adding: a new
 // table is in it from its creation.
@@ -94,24 +94,6 @@ func (s *Source) adoptTable(m *pglogrepl.RelationMessage) {
 	s.tables = append(s.tables, t)
 	s.log.Info("relaying a new table that matches outbox.table_patterns", "table", t.qualified,
 		"patterns", strings.Join(s.cfg.TablePatterns, ", "))
-}
-
-// startTableWatch starts the watch for new matching tables when there are
-// patterns; the returned function stops it and waits for it to exit.
-func (s *Source) startTableWatch(ctx context.Context) (stop func()) {
-	if len(s.patterns) == 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.watchTables(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // watchTables looks for matching tables the publication lacks every

@@ -193,9 +193,9 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 			return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
 		}
 	}
-	defer s.startHeartbeat(ctx)()  // heartbeat.go; off unless cdc.heartbeat_interval > 0
-	defer s.startCleanup(ctx)()    // cleanup.go; off unless cdc.cleanup.enabled
-	defer s.startTableWatch(ctx)() // patterns.go; off without outbox.table_patterns
+	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()              // heartbeat.go
+	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)() // cleanup.go
+	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                    // patterns.go
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.state.Store(int32(stateStreaming))
 
@@ -245,5 +245,23 @@ func (s *Source) saveLast(ctx context.Context) {
 	if err := s.save(finalCtx); err != nil {
 		s.log.Warn("could not save the last checkpoint; the next start publishes the events after the previous one again",
 			"slot", s.cfg.Slot, "checkpoint_lsn", s.ConfirmedLSN(), "acknowledged_lsn", s.AcknowledgedLSN(), "err", err)
+	}
+}
+
+// background runs work in a goroutine of its own while the stream runs,
+// when on; the returned function ends it and waits for it to exit.
+func background(ctx context.Context, on bool, work func(context.Context)) (stop func()) {
+	if !on {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		work(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
