@@ -50,14 +50,7 @@ func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) 
 	e.Invalid = &connector.EventError{EventID: e.ID, Origin: st.origin,
 		Err: fmt.Errorf("UPDATE of a row of outbox table %s (aggregate %q %q), and cdc.on_update is fail (Debezium's table.op.invalid.behavior=fatal): outbox rows are inserted, never updated; stop whatever updates them, then set cdc.on_update: skip (table.op.invalid.behavior=warn) to pass over this one, or set kafka.dead_letter_topic to keep it there",
 			tbl, e.AggregateType, e.AggregateID)}
-	st.txnLastID = e.ID
-	st.batch = append(st.batch, e)
-	st.batchBytes += eventBytes(&e)
-	st.txnEvents++
-	if len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes {
-		return st.emitWith(ctx, nil, nil)
-	}
-	return nil
+	return st.add(ctx, e)
 }
 
 // awaitAcked returns once Kafka has acknowledged every transaction
