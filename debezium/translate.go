@@ -88,18 +88,9 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 	root.HeadComment = commentText(head.String())
 	for _, s := range t.settings {
 		v := s.value
-		if s.key == "postgres.url" && secrets && (t.password != "" || t.sslPassword != "") {
-			u, err := url.Parse(v.(string))
-			if err == nil {
-				if t.password != "" {
-					u.User = url.UserPassword(u.User.Username(), t.password)
-				}
-				if t.sslPassword != "" {
-					q := u.Query()
-					q.Set("sslpassword", t.sslPassword)
-					u.RawQuery = q.Encode()
-				}
-				v = u.String()
+		if s.key == "postgres.url" && secrets {
+			if u, err := t.withSecrets(v.(string)); err == nil {
+				v = u
 			}
 		}
 		put(root, strings.Split(s.key, "."), v)
@@ -532,4 +523,26 @@ func (tr *translator) postgresURL() {
 		tr.t.sslPassword = v
 		tr.note("database.sslpassword", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGSSLPASSWORD, or OUTBOXRELAY_POSTGRES_URL with sslpassword=...)")
 	}
+}
+
+// withSecrets is postgres.url raw with the password and sslpassword the
+// translation keeps out of the YAML it shows (database.password,
+// database.sslpassword) put back in.
+func (t *Translation) withSecrets(raw string) (string, error) {
+	if t.password == "" && t.sslPassword == "" {
+		return raw, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if t.password != "" {
+		u.User = url.UserPassword(u.User.Username(), t.password)
+	}
+	if t.sslPassword != "" {
+		q := u.Query()
+		q.Set("sslpassword", t.sslPassword)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), nil
 }

@@ -3,7 +3,6 @@ package debezium
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -49,17 +48,9 @@ func (t *Translation) matchTables(ctx context.Context, patterns []string) ([]str
 	if !ok {
 		return nil, fmt.Errorf("no postgres.url (database.hostname and database.dbname are not set)")
 	}
-	u, err := url.Parse(fmt.Sprint(v))
+	u, err := t.withSecrets(fmt.Sprint(v))
 	if err != nil {
 		return nil, fmt.Errorf("postgres.url: %w", err)
-	}
-	if t.password != "" {
-		u.User = url.UserPassword(u.User.Username(), t.password)
-	}
-	if t.sslPassword != "" {
-		q := u.Query()
-		q.Set("sslpassword", t.sslPassword)
-		u.RawQuery = q.Encode()
 	}
 	ps, err := pgsql.CompileTablePatterns("table.include.list", patterns)
 	if err != nil {
@@ -69,7 +60,7 @@ func (t *Translation) matchTables(ctx context.Context, patterns []string) ([]str
 	defer cancel()
 	var n pgsql.Network
 	n.SetDefaults()
-	conn, err := pgsql.Connect(ctx, u.String(), n, pgsql.ConnectTimeout(5*time.Second), pgsql.Param("application_name", "outboxrelay-translate"))
+	conn, err := pgsql.Connect(ctx, u, n, pgsql.ConnectTimeout(5*time.Second), pgsql.Param("application_name", "outboxrelay-translate"))
 	if err != nil {
 		return nil, pgsql.Classify("connect to PostgreSQL", err, nil)
 	}
