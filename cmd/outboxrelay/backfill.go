@@ -105,7 +105,11 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !res.Since.IsZero() {
 		// How much of it consumers get twice, and why the backfill could
 		// not leave those rows out.
-		repeats = fmt.Sprintf(" Of them, %d may have been in Kafka already (consumers drop them by id): %s.", res.RepeatedRows(), res.RepeatsWords())
+		// And what the stopped relay had on its way: those records reach
+		// Kafka unacknowledged (connector/runner.go drops only what is
+		// not yet sent), so no checkpoint holds them and nothing here can
+		// count them.
+		repeats = fmt.Sprintf(" Of them, %d may have been in Kafka already (consumers drop them by id): %s; so may the events the stopped relay had on their way to Kafka when it stopped (its log's in_flight).", res.RepeatedRows(), res.RepeatsWords())
 	}
 	fmt.Fprintf(stdout, "outboxrelay backfill: published %d outbox rows%s: %s.%s Kafka has them all; %s, and the checkpoint is there. Start the relay: it carries on with no gap.\n",
 		res.Rows, cause, res.Selection, repeats, slot)
