@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -41,7 +41,11 @@ func BenchmarkSink(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer srv.Close()
-	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(srv.URL+"/v1/traces"))
+	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}), nil, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp, err := otlptrace.New(b.Context(), c)
 	if err != nil {
 		b.Fatal(err)
 	}

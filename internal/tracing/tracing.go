@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -26,9 +27,11 @@ type Tracing struct {
 // through getenv: nil, and no error, when none asks for it (no OTLP
 // endpoint, OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none). The
 // exporter reads the other OTEL_EXPORTER_OTLP_ variables (headers,
-// timeout, TLS, compression), the provider OTEL_TRACES_SAMPLER and
-// OTEL_BSP_*, the resource OTEL_SERVICE_NAME (default outboxrelay) and
-// OTEL_RESOURCE_ATTRIBUTES. Export errors go to log.
+// timeout, TLS, compression) through getenv too, and a value it cannot
+// use is an error naming the variable; the provider reads
+// OTEL_TRACES_SAMPLER and OTEL_BSP_*, the resource OTEL_SERVICE_NAME
+// (default outboxrelay) and OTEL_RESOURCE_ATTRIBUTES, from the process's
+// environment. Export errors, and spans a collector rejected, go to log.
 func FromEnv(ctx context.Context, getenv func(string) string, version string, log *slog.Logger) (*Tracing, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
@@ -51,9 +54,11 @@ func FromEnv(ctx context.Context, getenv func(string) string, version string, lo
 			break // the traces protocol overrides the general one
 		}
 	}
-	// The exporter reads the process's environment itself; getenv is
-	// what decides whether there is one.
-	exp, err := otlptracehttp.New(ctx)
+	client, err := newOTLPClient(getenv, os.ReadFile, version)
+	if err != nil {
+		return nil, err // names the variables
+	}
+	exp, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
