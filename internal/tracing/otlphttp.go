@@ -472,7 +472,10 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) 
 
 func gzipped(body []byte) ([]byte, error) {
 	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
+	defer func() {
+		zw.Reset(io.Discard) // not to keep buf alive in the pool
+		gzipWriters.Put(zw)
+	}()
 	var buf bytes.Buffer
 	zw.Reset(&buf)
 	if _, err := zw.Write(body); err != nil {
@@ -481,7 +484,6 @@ func gzipped(body []byte) ([]byte, error) {
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("compress spans: %w", err)
 	}
-	zw.Reset(io.Discard) // not to keep buf alive in the pool
 	return buf.Bytes(), nil
 }
 

@@ -345,6 +345,16 @@ func TestOTLPClientRetries(t *testing.T) {
 			_, _ = w.Write(out)
 			return true
 		}, wantRequests: 1, wantErr: "OTLP partial success: too old (2 spans rejected)"},
+		{name: "an answer that is not an ExportTraceServiceResponse", answer: func(_ int, w http.ResponseWriter) bool {
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			_, _ = w.Write([]byte{0x0a, 0x05, 0x08}) // field 1 says 5 bytes, 1 follows
+			return true
+		}, wantRequests: 1, wantErr: "the collector's answer is not an ExportTraceServiceResponse"},
+		{name: "an answer in another content type", answer: func(_ int, w http.ResponseWriter) bool {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("ok"))
+			return true
+		}, wantRequests: 1},
 		{name: "partial success that rejected nothing", answer: func(_ int, w http.ResponseWriter) bool {
 			out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{}})
 			w.Header().Set("Content-Type", "application/x-protobuf")
@@ -389,6 +399,36 @@ func TestOTLPClientRetries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Stop ends an export in flight, as the exporter's Shutdown asks.
+func TestOTLPClientStopEndsExports(t *testing.T) {
+	release := make(chan struct{})
+	rcv := newOTLPReceiver(t, false, func(int, http.ResponseWriter) bool {
+		<-release // a collector that does not answer
+		return false
+	})
+	defer close(release)
+	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}), os.ReadFile, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.UploadTraces(context.Background(), someSpans()) }()
+	for len(rcv.requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want the export canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the export goes on after Stop")
 	}
 }
 
