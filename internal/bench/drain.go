@@ -27,6 +27,9 @@ type drainKind struct {
 	delivery string
 }
 
+// rssSample is how often a drain samples the relays' resident set.
+const rssSample = 20 * time.Millisecond
+
 // stallTimeout ends a drain that makes no progress for this long.
 const stallTimeout = 2 * time.Minute
 
@@ -83,9 +86,20 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 
 	want := int64(r.cfg.Events)
 	start := procs[0].started
-	var end time.Time
+	var end, sampled time.Time
 	last, lastProgress := int64(0), time.Now()
 	for {
+		if time.Since(sampled) >= rssSample {
+			// VmHWM has the peak of the sum only: the peaks of its two
+			// parts are sampled.
+			sampled = time.Now()
+			for _, p := range procs {
+				if u, err := p.usage(); err == nil {
+					d.PeakAnonMiB = max(d.PeakAnonMiB, float64(u.AnonKiB)/1024)
+					d.PeakFileMiB = max(d.PeakFileMiB, float64(u.FileKiB)/1024)
+				}
+			}
+		}
 		for _, p := range procs {
 			if err := p.exited(); err != nil {
 				return d, err
@@ -126,6 +140,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		d.WalsenderCPUSeconds = ws.cpu.Seconds()
 	}
 	var cpu time.Duration
+	var switches int64
 	for _, p := range procs {
 		u, err := p.usage()
 		if err != nil {
@@ -133,7 +148,9 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		}
 		d.PeakRSSMiB = max(d.PeakRSSMiB, float64(u.PeakRSSKiB)/1024)
 		cpu += u.CPU
+		switches += u.Switches
 	}
+	d.SwitchesPerEvent = float64(switches) / float64(want)
 	for i, p := range procs {
 		if err := p.stop(time.Minute); err != nil {
 			return d, err

@@ -124,8 +124,16 @@ func (p *relayProc) exited() error {
 
 // usage is what /proc says the process has used so far.
 type usage struct {
-	PeakRSSKiB int64         // VmHWM
-	CPU        time.Duration // utime + stime, all threads
+	PeakRSSKiB int64 // VmHWM
+	// AnonKiB and FileKiB are the resident set now, split into the
+	// process's own memory (heap, stacks, the runtime's) and the pages of
+	// files it maps, its binary's mostly: clean, shared with the page
+	// cache, and the kernel's to drop.
+	AnonKiB, FileKiB int64
+	CPU              time.Duration // utime + stime, all threads
+	// Switches counts the context switches of every thread still alive,
+	// voluntary and not: a wakeup costs one.
+	Switches int64
 }
 
 func (p *relayProc) usage() (usage, error) {
@@ -143,10 +151,27 @@ func procUsage(pid int) (usage, error) {
 		return u, fmt.Errorf("read the relay's memory use: %w", err)
 	}
 	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			u.PeakRSSKiB, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return u, fmt.Errorf("parse VmHWM %q: %w", rest, err)
+		for _, f := range []struct {
+			key string
+			to  *int64
+		}{{"VmHWM:", &u.PeakRSSKiB}, {"RssAnon:", &u.AnonKiB}, {"RssFile:", &u.FileKiB}} {
+			if rest, ok := strings.CutPrefix(line, f.key); ok {
+				if *f.to, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err != nil {
+					return u, fmt.Errorf("parse %s %q: %w", f.key, rest, err)
+				}
+			}
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that ended
+		}
+		for line := range strings.Lines(string(b)) {
+			if _, rest, ok := strings.Cut(line, "ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				u.Switches += n
 			}
 		}
 	}

@@ -83,8 +83,13 @@ type Drain struct {
 	Rate             float64 `json:"events_per_sec"`
 	RatioRecvlogical float64 `json:"ratio_to_pg_recvlogical"`
 	RatioRawIngest   float64 `json:"ratio_to_raw_ingest"`
-	// PeakRSSMiB is the largest VmHWM of the relay processes.
-	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// PeakRSSMiB is the largest VmHWM of the relay processes; PeakAnonMiB
+	// and PeakFileMiB the largest of its two parts, sampled every
+	// rssSample: the process's own memory, and the pages of its binary
+	// (and other files) it has touched.
+	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+	PeakAnonMiB float64 `json:"peak_rss_anon_mib"`
+	PeakFileMiB float64 `json:"peak_rss_file_mib"`
 	// CPUSeconds is the relay processes' user+system time, start to stop.
 	CPUSeconds       float64 `json:"cpu_seconds"`
 	CPUSecPerMillion float64 `json:"cpu_seconds_per_million_events"`
@@ -96,6 +101,9 @@ type Drain struct {
 	PostgresCPUSeconds float64 `json:"postgres_cpu_seconds"`
 	BrokerCPUSeconds   float64 `json:"broker_cpu_seconds"`
 	Profiles           string  `json:"profiles,omitempty"`
+	// SwitchesPerEvent is the relays' context switches per event: a
+	// relay that wakes for every few events shows in it.
+	SwitchesPerEvent float64 `json:"context_switches_per_event"`
 }
 
 // Latency is commit-to-Kafka latency at one steady rate.
@@ -168,11 +176,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(&b, "\nbacklog drain\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB\tCPU s/M events\tCPU s relay/postgres/broker\t\n")
+	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\t\n")
 	for _, d := range r.Drains {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f/%.2f/%.2f\t\n",
-			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakRSSMiB, d.CPUSecPerMillion,
-			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t\n",
+			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakRSSMiB, d.PeakAnonMiB, d.PeakFileMiB, d.CPUSecPerMillion,
+			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent)
 	}
 	tw.Flush()
 	for _, d := range r.Drains {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -38,6 +39,31 @@ func freeAddr() (string, error) {
 
 // readStages reads the stage histogram from the relay's /metrics at addr.
 func readStages(ctx context.Context, addr string) (stageTotals, error) {
+	mfs, err := readMetrics(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	mf, ok := mfs[stageMetric]
+	if !ok {
+		return nil, nil // a relay from before the metric
+	}
+	out := stageTotals{}
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "stage" {
+				h := m.GetHistogram()
+				out[l.GetValue()] = struct {
+					count uint64
+					sum   float64
+				}{h.GetSampleCount(), h.GetSampleSum()}
+			}
+		}
+	}
+	return out, nil
+}
+
+// readMetrics reads and parses the relay's /metrics at addr.
+func readMetrics(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -54,25 +80,7 @@ func readStages(ctx context.Context, addr string) (stageTotals, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse the relay's metrics: %w", err)
 	}
-	mf, ok := mfs[stageMetric]
-	if !ok {
-		return nil, nil // a relay from before the metric
-	}
-	out := stageTotals{}
-	{
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "stage" {
-					h := m.GetHistogram()
-					out[l.GetValue()] = struct {
-						count uint64
-						sum   float64
-					}{h.GetSampleCount(), h.GetSampleSum()}
-				}
-			}
-		}
-	}
-	return out, nil
+	return mfs, nil
 }
 
 // slowStages says what held the slow events between two readings: how
