@@ -75,6 +75,10 @@ type stream struct {
 	// lastMsgWarn is when a skipped logical decoding message was last
 	// logged (message.go).
 	lastMsgWarn time.Time
+	// coalescing is set while the socket wakes the relay only for a
+	// backlog's worth of bytes (coalesce.go); coalesceFailed once setting
+	// it failed.
+	coalescing, coalesceFailed bool
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -98,6 +102,11 @@ func (st *stream) run(ctx context.Context) error {
 		// cancellation's must not land after it.
 		if !stop() {
 			<-cancelled
+		}
+		// finish waits for the server's few last bytes.
+		if st.coalescing {
+			_ = setRcvLowat(nc, 1)
+			st.coalescing = false
 		}
 	}()
 	var set time.Time
@@ -139,6 +148,7 @@ func (st *stream) run(ctx context.Context) error {
 		if pos.unconfirmed() && st.nextConfirm.Before(deadline) {
 			deadline = st.nextConfirm
 		}
+		deadline = st.readDeadline(now, deadline, set)
 		if !deadline.Equal(set) {
 			if err := nc.SetReadDeadline(deadline); err != nil {
 				return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
@@ -235,6 +245,7 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		st.xid = m.Xid
 		st.commitTime = m.CommitTime
 		st.stages = connector.Stages{Sent: st.serverTime, Received: time.Now()}
+		st.noteLag(st.serverTime, m.CommitTime)
 		st.origin = "commit " + m.FinalLSN.String()
 		st.txnEvents = 0
 	case *pglogrepl.LogicalDecodingMessage:
