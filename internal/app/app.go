@@ -221,8 +221,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if backfill != nil {
 		what = "outboxrelay backfill starting"
 	}
+	procs := limitProcs(os.Getenv)
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0))
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs)
 	if limit, from := limitMemory(os.Getenv, "/"); limit > 0 {
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
 			"gomemlimit_mib", limit>>20, "share", memoryLimitShare, "from", from)
