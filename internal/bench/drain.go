@@ -140,7 +140,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		d.WalsenderCPUSeconds = ws.cpu.Seconds()
 	}
 	var cpu time.Duration
-	var switches int64
+	var switches, syscalls int64
 	for _, p := range procs {
 		u, err := p.usage()
 		if err != nil {
@@ -149,8 +149,10 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		d.PeakRSSMiB = max(d.PeakRSSMiB, float64(u.PeakRSSKiB)/1024)
 		cpu += u.CPU
 		switches += u.Switches
+		syscalls += u.Syscalls
 	}
 	d.SwitchesPerEvent = float64(switches) / float64(want)
+	d.SyscallsPerEvent = float64(syscalls) / float64(want)
 	for i, p := range procs {
 		if err := p.stop(time.Minute); err != nil {
 			return d, err

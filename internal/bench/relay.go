@@ -134,6 +134,9 @@ type usage struct {
 	// Switches counts the context switches of every thread still alive,
 	// voluntary and not: a wakeup costs one.
 	Switches int64
+	// Syscalls counts the read and write calls of every thread (syscr
+	// and syscw in /proc/<pid>/io), socket reads and writes among them.
+	Syscalls int64
 }
 
 func (p *relayProc) usage() (usage, error) {
@@ -172,6 +175,16 @@ func procUsage(pid int) (usage, error) {
 			if _, rest, ok := strings.Cut(line, "ctxt_switches:"); ok {
 				n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
 				u.Switches += n
+			}
+		}
+	}
+	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		for line := range strings.Lines(string(io)) {
+			for _, key := range []string{"syscr:", "syscw:"} {
+				if rest, ok := strings.CutPrefix(line, key); ok {
+					n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+					u.Syscalls += n
+				}
 			}
 		}
 	}

@@ -101,9 +101,11 @@ type Drain struct {
 	PostgresCPUSeconds float64 `json:"postgres_cpu_seconds"`
 	BrokerCPUSeconds   float64 `json:"broker_cpu_seconds"`
 	Profiles           string  `json:"profiles,omitempty"`
-	// SwitchesPerEvent is the relays' context switches per event: a
-	// relay that wakes for every few events shows in it.
+	// SwitchesPerEvent is the relays' context switches per event, and
+	// SyscallsPerEvent their reads and writes: a relay that wakes and
+	// reads for every few events shows in both.
 	SwitchesPerEvent float64 `json:"context_switches_per_event"`
+	SyscallsPerEvent float64 `json:"read_write_syscalls_per_event"`
 }
 
 // Latency is commit-to-Kafka latency at one steady rate.
@@ -176,11 +178,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(&b, "\nbacklog drain\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\t\n")
+	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\tsyscalls/event\t\n")
 	for _, d := range r.Drains {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t%.2f\t\n",
 			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakRSSMiB, d.PeakAnonMiB, d.PeakFileMiB, d.CPUSecPerMillion,
-			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent)
+			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent, d.SyscallsPerEvent)
 	}
 	tw.Flush()
 	for _, d := range r.Drains {
