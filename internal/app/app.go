@@ -221,12 +221,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if backfill != nil {
 		what = "outboxrelay backfill starting"
 	}
-	procs := limitProcs(os.Getenv)
+	tune, tuned := tuning()
+	procs := "the process's own (the relay runs inside another program)"
+	if tuned {
+		procs = tune.ProcsFrom
+	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
 		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs)
-	if limit, from := limitMemory(os.Getenv, "/"); limit > 0 {
+	if tune.MemoryLimit > 0 {
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
-			"gomemlimit_mib", limit>>20, "share", memoryLimitShare, "from", from)
+			"gomemlimit_mib", tune.MemoryLimit>>20, "share", memoryLimitShare, "from", tune.MemoryLimitFrom)
 	}
 	obs.starting("")
 	if err := r.Run(ctx); err != nil {
