@@ -25,11 +25,13 @@ type Config struct {
 	// Java producer.
 	Compression Compression `yaml:"compression" doc:"Codec of the record batches produced."`
 	// MaxBufferedRecords bounds the records published and not yet
-	// acknowledged; a full buffer makes Publish wait. Default 4096: the
+	// acknowledged; a full buffer makes Publish wait. Default 1024: the
 	// relay's heap is mostly these records and the produce request that
 	// carries them, and the GC lets the heap grow to twice what is live.
-	// Draining 1M 500-byte events, 10000 peaked at 68-69 MiB RSS and
-	// 185-198k events/s, 4096 at 54 MiB and 165k events/s (outboxbench).
+	// Draining 300k 500-byte events side by side on two cores, 4096 peaked
+	// at 46-48 MiB RSS (26-28 MiB of it the relay's own memory), 1024 at
+	// 30 MiB (10-11 MiB), and both drained at or above pg_recvlogical's
+	// rate (docs/performance.md, "Memory").
 	MaxBufferedRecords int `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full."`
 	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
 	// Default 32 MiB.
@@ -78,7 +80,7 @@ func (c *Config) SetDefaults() {
 		c.Compression = CompressionNone
 	}
 	if c.MaxBufferedRecords == 0 {
-		c.MaxBufferedRecords = 4096
+		c.MaxBufferedRecords = 1024
 	}
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = 32 << 20

@@ -16,8 +16,9 @@ type Memory struct {
 	// or BrokerMaxMessageBytes when that is unset.
 	Record int64
 	// Base is the runtime, the binary's pages, connections and metrics:
-	// 47-50 MiB peak RSS measured with 4096 small records in flight
-	// (docs/performance.md), of which those records are some 10 MiB.
+	// 29-33 MiB peak RSS measured draining with 1024 small records in flight
+	// (kafka.max_buffered_records' default), of which the binary's pages
+	// are 19-20 MiB (docs/performance.md#memory).
 	Base int64
 	// Source is what the source holds: the poller, claims × (a claim's
 	// rows, at most poll.max_batch_bytes or one row of Record, plus pgx's
@@ -56,7 +57,7 @@ func (c *Config) Memory() Memory {
 	if r == 0 {
 		r = BrokerMaxMessageBytes
 	}
-	m := Memory{Record: r, Base: 48 << 20, Sink: 2 * int64(sc.MaxBufferedBytes)}
+	m := Memory{Record: r, Base: 32 << 20, Sink: 2 * int64(sc.MaxBufferedBytes)}
 	readBuf := pow2(r)
 	if c.Source == "poll" {
 		pc := c.PollConfig()
