@@ -530,7 +530,12 @@ func TestLostStreamDropsUnsentRecords(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	snk, err := sink.New(sink.Config{Brokers: e.brokers}, sink.WithLogger(log))
+	// Room for all 2000 events in the producer, so that the source has
+	// read them all and is reading its socket when the stream is cut. A
+	// source whose batch waits for room (the default 1024) reads nothing
+	// meanwhile, and before its first checkpoint sends no status update
+	// either, so it notices the loss only when Kafka answers.
+	snk, err := sink.New(sink.Config{Brokers: e.brokers, MaxBufferedRecords: 4096}, sink.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
