@@ -511,12 +511,14 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 }
 
 // report sends the checkpoint's position to the server: what Kafka has
-// acknowledged and a checkpoint holds.
+// acknowledged and a checkpoint holds. Before the first checkpoint there is
+// none, and the update says 0/0, which the server takes for "nothing
+// confirmed" (walsender.c moves a slot only for a valid flush position):
+// it is sent all the same, so that a session waiting for Kafka still
+// answers the server's keepalives and finds out, at its next write, that
+// its connection is gone, and the runner drops what it has not sent.
 func (st *stream) report(ctx context.Context, reply bool) error {
-	lsn, ok := st.src.pos.get().report()
-	if !ok {
-		return nil
-	}
+	lsn, _ := st.src.pos.get().report()
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: lsn,
 		WALFlushPosition: lsn,
