@@ -228,9 +228,22 @@ func (r *Runner) runOnce(ctx context.Context) (decision, error) {
 	stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, pubStop) })
 	defer stopTimer()
 
+	// Without Kafka transactions, a publish waiting for room in a full
+	// producer ends with its source: once the source has lost its
+	// connection, what the publish would still send may land after the
+	// events of an instance that took over (the drop below). With
+	// transactions, fencing refuses those, and publishing goes on.
+	sendCtx, srcGone := pubCtx, context.CancelFunc(func() {})
+	if r.txn == nil {
+		sendCtx, srcGone = context.WithCancel(pubCtx)
+		defer srcGone()
+	}
 	out := make(chan Batch)
 	srcDone := make(chan error, 1)
-	go func() { srcDone <- r.src.Run(srcCtx, out) }()
+	go func() {
+		srcDone <- r.src.Run(srcCtx, out)
+		srcGone()
+	}()
 
 	t := newTracker()
 	var failure error
@@ -244,7 +257,7 @@ loop:
 	for {
 		select {
 		case b := <-out:
-			if err := r.publish(pubCtx, t, b, tx); err != nil {
+			if err := r.publish(sendCtx, t, b, tx); err != nil {
 				failure = err
 				break loop
 			}
@@ -282,6 +295,15 @@ loop:
 			stopping = nil
 		case <-pubCtx.Done():
 			break loop
+		}
+	}
+
+	if failure != nil && !srcEnded && sendCtx.Err() != nil && pubCtx.Err() == nil {
+		// The loop ended on a publish that the source's end cut short: the
+		// source's error is the failure, as if the loop had seen it first.
+		srcEnded = true
+		if failure = <-srcDone; failure == nil {
+			failure = errors.New("source stopped without being asked to")
 		}
 	}
 

@@ -530,12 +530,11 @@ func TestLostStreamDropsUnsentRecords(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	// Room for all 2000 events in the producer, so that the source has
-	// read them all and is reading its socket when the stream is cut. A
-	// source whose batch waits for room (the default 1024) reads nothing
-	// meanwhile, and before its first checkpoint sends no status update
-	// either, so it notices the loss only when Kafka answers.
-	snk, err := sink.New(sink.Config{Brokers: e.brokers, MaxBufferedRecords: 4096}, sink.WithLogger(log))
+	// Room for 1024 records (the default), fewer than the 2000 events: the
+	// runner waits for room with a batch in hand, and the source waits for
+	// the runner, before its first checkpoint. The cut stream must end
+	// both waits, not only a read.
+	snk, err := sink.New(sink.Config{Brokers: e.brokers, MaxBufferedRecords: 1024}, sink.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
