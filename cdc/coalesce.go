@@ -13,9 +13,9 @@ import (
 // a context switch and a wakeup on both sides per event. On two shared
 // cores that mode feeds itself: the relay's CPU per event triples, the
 // walsender loses the time it needs, and so the relay stays caught up.
-// Drains seen in it ran at 0.2-0.45x pg_recvlogical's rate with 0.56-0.83
+// Drains seen in it ran at 0.2-0.52x pg_recvlogical's rate with 0.56-0.83
 // context switches and up to 0.78 reads and writes per event, against
-// 0.02-0.08 and 0.10 in the others (docs/performance.md, "The slow
+// 0.02-0.08 and 0.09-0.12 in the others (docs/performance.md, "The slow
 // mode").
 //
 // So while the server sends transactions that committed well before it
