@@ -221,16 +221,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	if backfill != nil {
 		what = "outboxrelay backfill starting"
 	}
-	tune, tuned := tuning()
+	tune := tuned.Load()
 	procs := "the process's own (the relay runs inside another program)"
-	if tuned {
-		procs = tune.ProcsFrom
+	if tune != nil {
+		procs = tune.procsFrom
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
 		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs)
-	if tune.MemoryLimit > 0 {
+	if tune != nil && tune.memoryLimit > 0 {
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
-			"gomemlimit_mib", tune.MemoryLimit>>20, "share", memoryLimitShare, "from", tune.MemoryLimitFrom)
+			"gomemlimit_mib", tune.memoryLimit>>20, "share", memoryLimitShare, "from", tune.memoryLimitFrom)
 	}
 	obs.starting("")
 	if err := r.Run(ctx); err != nil {
