@@ -94,7 +94,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 			// parts are sampled.
 			sampled = time.Now()
 			for _, p := range procs {
-				if u, err := p.usage(); err == nil {
+				if u, err := procMemory(p.cmd.Process.Pid); err == nil {
 					d.PeakAnonMiB = max(d.PeakAnonMiB, float64(u.AnonKiB)/1024)
 					d.PeakFileMiB = max(d.PeakFileMiB, float64(u.FileKiB)/1024)
 				}

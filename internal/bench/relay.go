@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,50 +144,54 @@ func (p *relayProc) usage() (usage, error) {
 	return procUsage(p.cmd.Process.Pid)
 }
 
+// procMemory is the memory part of procUsage, cheap enough to sample:
+// one read of /proc/<pid>/status.
+func procMemory(pid int) (usage, error) {
+	n, err := procFields(fmt.Sprintf("/proc/%d/status", pid), "VmHWM", "RssAnon", "RssFile")
+	if err != nil {
+		return usage{}, fmt.Errorf("read the relay's memory use: %w", err)
+	}
+	return usage{PeakRSSKiB: n["VmHWM"], AnonKiB: n["RssAnon"], FileKiB: n["RssFile"]}, nil
+}
+
+// procFields reads the named "key: number [kB]" lines of a /proc file.
+func procFields(path string, keys ...string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	n := make(map[string]int64, len(keys))
+	for line := range strings.Lines(string(b)) {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || !slices.Contains(keys, key) {
+			continue
+		}
+		v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s in %s: %w", line, path, err)
+		}
+		n[key] = v
+	}
+	return n, nil
+}
+
 // clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
 // Linux architecture, whatever the kernel's HZ.
 const clockTick = 10 * time.Millisecond
 
 func procUsage(pid int) (usage, error) {
-	var u usage
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	u, err := procMemory(pid)
 	if err != nil {
-		return u, fmt.Errorf("read the relay's memory use: %w", err)
-	}
-	for line := range strings.Lines(string(status)) {
-		for _, f := range []struct {
-			key string
-			to  *int64
-		}{{"VmHWM:", &u.PeakRSSKiB}, {"RssAnon:", &u.AnonKiB}, {"RssFile:", &u.FileKiB}} {
-			if rest, ok := strings.CutPrefix(line, f.key); ok {
-				if *f.to, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err != nil {
-					return u, fmt.Errorf("parse %s %q: %w", f.key, rest, err)
-				}
-			}
-		}
+		return u, err
 	}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that ended
-		}
-		for line := range strings.Lines(string(b)) {
-			if _, rest, ok := strings.Cut(line, "ctxt_switches:"); ok {
-				n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-				u.Switches += n
-			}
-		}
+		// A thread that ended has no file any more, and no count.
+		n, _ := procFields(t, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+		u.Switches += n["voluntary_ctxt_switches"] + n["nonvoluntary_ctxt_switches"]
 	}
-	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
-		for line := range strings.Lines(string(io)) {
-			for _, key := range []string{"syscr:", "syscw:"} {
-				if rest, ok := strings.CutPrefix(line, key); ok {
-					n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-					u.Syscalls += n
-				}
-			}
-		}
+	if n, err := procFields(fmt.Sprintf("/proc/%d/io", pid), "syscr", "syscw"); err == nil {
+		u.Syscalls = n["syscr"] + n["syscw"]
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
