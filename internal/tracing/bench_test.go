@@ -41,7 +41,7 @@ func BenchmarkSink(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer srv.Close()
-	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}), nil, "bench")
+	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}), "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

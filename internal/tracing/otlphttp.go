@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -24,6 +25,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // otlpClient sends spans over OTLP/HTTP in protobuf, as otlptracehttp
@@ -34,8 +37,12 @@ import (
 // (issue 30), for a request body that is one repeated field.
 //
 // Its rules are otlptracehttp v1.47.0's (client.go, internal/otlpconfig,
-// internal/envconfig, internal/retry), cited where they are followed; it
-// differs where a value the SDK would log and ignore is an error at start.
+// internal/envconfig, internal/retry), cited where they are followed. It
+// differs where a value the SDK would log and ignore is an error at start,
+// where _INSECURE contradicts the endpoint's scheme (the SDK lets it
+// override the scheme; here that is an error), and in reading only
+// protobuf answers (the SDK reads JSON too; a collector answers a protobuf
+// request in protobuf).
 type otlpClient struct {
 	url       string
 	headers   map[string]string // from _HEADERS, set after User-Agent so they may replace it
@@ -69,10 +76,10 @@ const (
 )
 
 // newOTLPClient reads the OTEL_EXPORTER_OTLP_ variables through getenv,
-// and the certificate files they name through readFile. Every value it
+// and the certificate files they name. Every value it
 // cannot use is an error naming the variable and the value (header
 // values excepted: they may be secrets), all of them joined.
-func newOTLPClient(getenv func(string) string, readFile func(string) ([]byte, error), version string) (*otlpClient, error) {
+func newOTLPClient(getenv func(string) string, version string) (*otlpClient, error) {
 	env := func(key string) string { return strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + key)) }
 	// traces returns the per-signal variable when it is set, the general
 	// one when not, as otlpconfig applies the general option first and
@@ -123,7 +130,7 @@ func newOTLPClient(getenv func(string) string, readFile func(string) ([]byte, er
 		}
 	}
 
-	tlsCfg, tlsVars, err := tlsFromEnv(env, readFile)
+	tlsCfg, tlsVars, err := tlsFromEnv(env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -184,7 +191,7 @@ func endpointFromEnv(env func(string) string) (*url.URL, error) {
 	// The SDK sends anything but http over https, and a URL without a
 	// host to nowhere; both are mistakes better told at start.
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s=%q: want the collector's OTLP/HTTP URL, e.g. http://otel-collector:4318", name, v)
+		return nil, fmt.Errorf("%s=%q: want the collector's OTLP/HTTP URL, e.g. http://otel-collector:4318", name, secret.Redact(v))
 	}
 	p := u.Path
 	if name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
@@ -244,8 +251,10 @@ func validHeaderKey(k string) bool {
 }
 
 // tlsFromEnv is the TLS configuration the certificate variables ask for,
-// nil when none is set, and the names of those set.
-func tlsFromEnv(env func(string) string, readFile func(string) ([]byte, error)) (*tls.Config, []string, error) {
+// nil when none is set, and the names of those set. The client key is a
+// secret file, read as tlsfiles reads kafka.tls.key_file (secret.ReadFile:
+// bounded, a regular file only).
+func tlsFromEnv(env func(string) string) (*tls.Config, []string, error) {
 	var (
 		cfg  tls.Config
 		set  []string
@@ -257,7 +266,7 @@ func tlsFromEnv(env func(string) string, readFile func(string) ([]byte, error)) 
 			continue
 		}
 		set = append(set, name)
-		pem, err := readFile(file)
+		pem, err := os.ReadFile(file)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: read the collector's CA certificate: %w", name, file, err))
 		} else if cfg.RootCAs = x509.NewCertPool(); !cfg.RootCAs.AppendCertsFromPEM(pem) {
@@ -283,13 +292,13 @@ func tlsFromEnv(env func(string) string, readFile func(string) ([]byte, error)) 
 	if pair != nil {
 		certName, certFile, keyName, keyFile := pair[0], pair[1], pair[2], pair[3]
 		set = append(set, certName, keyName)
-		certPEM, err := readFile(certFile)
+		certPEM, err := os.ReadFile(certFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: read the client certificate: %w", certName, certFile, err))
 		}
-		keyPEM, kerr := readFile(keyFile)
+		keyPEM, kerr := secret.ReadFile(keyName, keyFile)
 		if kerr != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: read the client key: %w", keyName, keyFile, kerr))
+			errs = append(errs, kerr)
 		}
 		if err == nil && kerr == nil {
 			cert, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -349,9 +358,12 @@ func (c *otlpClient) UploadTraces(ctx context.Context, rss []*tracepb.ResourceSp
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		}
+		// Compared as a difference: a Retry-After near the largest
+		// duration would overflow a sum.
 		elapsed := time.Since(start)
-		if elapsed > c.retry.maxElapsed || elapsed+r.after > c.retry.maxElapsed {
-			return fmt.Errorf("gave up retrying after %s: %w", elapsed.Round(time.Millisecond), err)
+		if r.after > c.retry.maxElapsed-elapsed {
+			return fmt.Errorf("gave up retrying after %s: waiting %s more would pass %s: %w",
+				elapsed.Round(time.Millisecond), r.after.Round(time.Millisecond), c.retry.maxElapsed, err)
 		}
 		t := time.NewTimer(max(r.after, b.NextBackOff()))
 		select {

@@ -241,7 +241,7 @@ func TestOTLPClientMatchesOTLPTraceHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": ours.URL}), os.ReadFile, "test")
+	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": ours.URL}), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,12 +303,12 @@ func someSpans() []*tracepb.ResourceSpans {
 }
 
 func TestOTLPClientRetries(t *testing.T) {
-	unavailable := func(retryAfter string) func(n int, w http.ResponseWriter) bool {
+	unavailable := func(retryAfter func() string) func(n int, w http.ResponseWriter) bool {
 		return func(n int, w http.ResponseWriter) bool {
 			if n > 0 {
 				return false
 			}
-			w.Header().Set("Retry-After", retryAfter)
+			w.Header().Set("Retry-After", retryAfter())
 			http.Error(w, "collector starting", http.StatusServiceUnavailable)
 			return true
 		}
@@ -321,8 +321,10 @@ func TestOTLPClientRetries(t *testing.T) {
 		wantErr      string
 		wantWait     time.Duration // at least, between the first two requests
 	}{
-		{name: "503 with Retry-After", answer: unavailable("1"), wantRequests: 2, wantWait: time.Second},
-		{name: "503 with a Retry-After date", answer: unavailable(time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)), wantRequests: 2, wantWait: time.Second},
+		{name: "503 with Retry-After", answer: unavailable(func() string { return "1" }), wantRequests: 2, wantWait: time.Second},
+		// The date is taken when the collector answers, not when the table
+		// is built: the cases before it take their seconds.
+		{name: "503 with a Retry-After date", answer: unavailable(func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) }), wantRequests: 2, wantWait: time.Second},
 		{name: "429 without Retry-After", answer: func(n int, w http.ResponseWriter) bool {
 			if n < 2 {
 				http.Error(w, "slow down", http.StatusTooManyRequests)
@@ -339,6 +341,8 @@ func TestOTLPClientRetries(t *testing.T) {
 			http.Error(w, "still starting", http.StatusBadGateway)
 			return true
 		}, timeout: 200 * time.Millisecond, wantRequests: 1, wantErr: "context deadline exceeded: send spans"},
+		{name: "a Retry-After beyond the time retries may take", answer: unavailable(func() string { return "9223372036854" }),
+			wantRequests: 1, wantErr: "gave up retrying after"},
 		{name: "partial success", answer: func(_ int, w http.ResponseWriter) bool {
 			out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "too old"}})
 			w.Header().Set("Content-Type", "application/x-protobuf")
@@ -364,7 +368,7 @@ func TestOTLPClientRetries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rcv := newOTLPReceiver(t, false, tc.answer)
-			c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.URL + "/v1/traces"}), os.ReadFile, "test")
+			c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.URL + "/v1/traces"}), "test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,7 +414,7 @@ func TestOTLPClientStopEndsExports(t *testing.T) {
 		return false
 	})
 	defer close(release)
-	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}), os.ReadFile, "test")
+	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +529,7 @@ func TestOTLPClientTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rcv.URL
-			c, err := newOTLPClient(env(tc.env), os.ReadFile, "test")
+			c, err := newOTLPClient(env(tc.env), "test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -591,6 +595,8 @@ func TestOTLPClientFromEnv(t *testing.T) {
 
 		{name: "endpoint without scheme", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
 			wantErr: []string{`OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318": want the collector's OTLP/HTTP URL`}},
+		{name: "endpoint with credentials, not shown", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://user:s3cr3t@collector:4318"},
+			wantErr: []string{`OTEL_EXPORTER_OTLP_ENDPOINT=`, `want the collector's OTLP/HTTP URL`}},
 		{name: "traces endpoint not a URL", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://[::1"},
 			wantErr: []string{`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://[::1"`}},
 		{name: "every bad value at once", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector",
@@ -616,7 +622,7 @@ func TestOTLPClientFromEnv(t *testing.T) {
 			wantErr: []string{`OTEL_EXPORTER_OTLP_TRACES_INSECURE="true", but the trace endpoint is https://collector/v1/traces`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := newOTLPClient(env(tc.env), os.ReadFile, "test")
+			c, err := newOTLPClient(env(tc.env), "test")
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("no error")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -54,7 +53,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, version string, lo
 			break // the traces protocol overrides the general one
 		}
 	}
-	client, err := newOTLPClient(getenv, os.ReadFile, version)
+	client, err := newOTLPClient(getenv, version)
 	if err != nil {
 		return nil, err // names the variables
 	}
