@@ -167,8 +167,10 @@ func protoWrapper(t Type) string {
 }
 
 // connectLogicalNames are Connect's logical types, which ProtobufData
-// writes as google.type and google.protobuf messages; the router places
-// none of them (Debezium's own time types are plain numbers and strings).
+// writes as confluent.type, google.type and google.protobuf messages; the
+// router places them only with decimal.handling.mode precise and
+// time.precision.mode connect, which Router.Check refuses with protobuf
+// (tablecheck.go). Debezium's own time types are plain numbers and strings.
 var connectLogicalNames = map[string]bool{
 	"org.apache.kafka.connect.data.Date":      true,
 	"org.apache.kafka.connect.data.Time":      true,

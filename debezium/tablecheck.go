@@ -42,19 +42,28 @@ func (r *Router) check(t *tableMeta) error {
 			"make the column bytea, set routing.%s_delegate_format (with BinaryDataConverter, %s.converter.delegate.converter.type) to write it as string, json or json+schema, or choose another %s_format",
 			what, name, c.typName, what, what, what, what))
 	}
-	// Connect's Decimal and Debezium's VariableScaleDecimal
-	// (decimal.handling.mode precise) are types of their own in
-	// Confluent's ProtobufData (confluent.type.Decimal, a message of
-	// confluent/type/decimal.proto), which outboxrelay does not write:
-	// refused here rather than at the first event.
+	// Connect's logical types (connectLogicalNames: the Decimal of
+	// decimal.handling.mode precise, the Date, Time and Timestamp of
+	// time.precision.mode connect) are messages of their own in
+	// Confluent's ProtobufData (confluent.type.Decimal, google.type.Date,
+	// ...), which outboxrelay does not write; Debezium's
+	// VariableScaleDecimal is refused with them, as its value has not been
+	// checked against ProtobufData. Refused here rather than at the first
+	// event (protoPlanOf).
 	precise := func(name, what string, f Format) {
 		c := t.column(name)
 		if c == nil || f != FormatProtobuf {
 			return
 		}
-		if s, err := c.schema(); err == nil && (s.Name == nameDecimal || s.Name == nameVariableScaleDecimal) {
+		s, err := c.schema()
+		switch {
+		case err != nil:
+		case s.Name == nameDecimal || s.Name == nameVariableScaleDecimal:
 			errs = append(errs, fmt.Errorf("%s column %q has type numeric, which decimal.handling.mode precise (Debezium's default) writes as %s; outboxrelay does not write that with format %s: set decimal.handling.mode double or string (routing.decimal_handling), or use avro, json_sr, json or json+schema",
 				what, name, s.Name, f))
+		case connectLogicalNames[s.Name]:
+			errs = append(errs, fmt.Errorf("%s column %q has type %s, which time.precision.mode connect writes as %s; outboxrelay does not write that with format %s: set time.precision.mode adaptive or adaptive_time_microseconds (routing.time_precision), or use avro, json_sr, json or json+schema",
+				what, name, c.typName, s.Name, f))
 		}
 	}
 	precise(cfg.Columns.AggregateID, "key", cfg.KeyFormat)
