@@ -502,20 +502,27 @@ func TestBytesColumnCheck(t *testing.T) {
 			}
 			r.tables.catalog = catalogFunc(func(context.Context, string) (*tableMeta, error) { return tc.table, nil })
 			err = r.Check(context.Background())
-			if len(tc.errs) == 0 {
-				if err != nil {
-					t.Errorf("Check: %v", err)
-				}
-				return
-			}
-			if !connector.IsPermanent(err) {
-				t.Errorf("Check: %v; want a permanent error", err)
-			}
-			for _, want := range tc.errs {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Errorf("Check: %v; want it to say %q", err, want)
-				}
-			}
+			wantCheck(t, err, tc.errs)
 		})
+	}
+}
+
+// wantCheck holds Router.Check's err to errs: none when errs is empty,
+// otherwise a permanent error that says each of them.
+func wantCheck(t *testing.T, err error, errs []string) {
+	t.Helper()
+	if len(errs) == 0 {
+		if err != nil {
+			t.Errorf("Check: %v", err)
+		}
+		return
+	}
+	if !connector.IsPermanent(err) {
+		t.Errorf("Check: %v; want a permanent error", err)
+	}
+	for _, want := range errs {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check: %v; want it to say %q", err, want)
+		}
 	}
 }
