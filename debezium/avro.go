@@ -113,11 +113,14 @@ func (w *avroWriter) schema(s *Schema, ignoreOptional bool) error {
 	return w.base(s)
 }
 
-// avroLogicalTypes are the Avro logical types of Connect's logical types
-// without parameters (Decimal, which has them, is written in base).
-// Debezium's own time types
-// (io.debezium.time.*) are not among them: they stay named primitives.
+// avroLogicalTypes are the Avro logical types of Connect's logical types.
+// Debezium's Decimal has connect.decimal.precision, so its scale is within
+// it and LogicalTypes.decimal adds only the logicalType (precision and
+// scale are among its connect parameters already). Debezium's own time
+// types (io.debezium.time.*) are not among them: they stay named
+// primitives.
 var avroLogicalTypes = map[string]string{
+	nameDecimal: "decimal",
 	"org.apache.kafka.connect.data.Timestamp": "timestamp-millis",
 	"org.apache.kafka.connect.data.Date":      "date",
 	"org.apache.kafka.connect.data.Time":      "time-millis",
@@ -193,12 +196,6 @@ func (w *avroWriter) base(s *Schema) error {
 			w.b = append(w.b, `,"logicalType":`...)
 			w.str(lt)
 		}
-		if s.Name == nameDecimal {
-			// Debezium's Decimal has connect.decimal.precision, so the
-			// scale is within it and LogicalTypes.decimal adds the
-			// logicalType (its precision and scale are there already).
-			w.b = append(w.b, `,"logicalType":"decimal"`...)
-		}
 		return nil
 	}
 	switch s.Type {
@@ -214,10 +211,7 @@ func (w *avroWriter) base(s *Schema) error {
 		return nil
 	case TypeStruct:
 		space, name := avroSplitName(s.Name)
-		full := name
-		if space != nil && *space != "" {
-			full = *space + "." + name
-		}
+		full := avroFullName(s)
 		if w.defined[full] {
 			// A struct of a name written before (two VariableScaleDecimal
 			// columns): fromConnectSchemaWithCycle reuses the record of

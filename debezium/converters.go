@@ -285,9 +285,7 @@ func appendValueJSON(b []byte, s *Schema, v any) ([]byte, error) {
 	case javaDecimal:
 		// TO_JSON_LOGICAL_CONVERTERS with decimal.format BASE64, the
 		// default: Decimal.fromLogical's bytes, as any bytes.
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, x.bytes())
-		return append(b, '"'), nil
+		return appendValueJSON(b, s, x.bytes())
 	case *Struct:
 		b = append(b, '{')
 		for i, f := range x.Schema.Fields {

@@ -133,7 +133,21 @@ func (d javaDecimal) stripTrailingZeros() javaDecimal {
 
 // variableScale reports whether the column is a VariableScaleDecimal in
 // precise mode: a numeric without a type modifier.
-func (c *column) variableScale() bool { return c.typMod < 0 }
+func (c *column) variableScale() bool {
+	_, _, ok := c.numericMod()
+	return !ok
+}
+
+// numericMod is a numeric column's precision and scale from its type
+// modifier (numeric(p, s) stores ((p << 16) | s) + 4); not ok for a
+// numeric without one.
+func (c *column) numericMod() (precision, scale int, ok bool) {
+	if c.typMod < 0 {
+		return 0, 0, false
+	}
+	m := c.typMod - 4
+	return int(m >> 16 & 0xFFFF), int(m & 0xFFFF), true
+}
 
 // variableScaleDecimalSchema is SchemaFactory's
 // datatypeVariableScaleDecimalSchema.
@@ -147,15 +161,15 @@ func variableScaleDecimalSchema(s *Schema) {
 
 // preciseSchema types a numeric column in precise mode.
 func (c *column) preciseSchema(s *Schema) {
-	if c.variableScale() {
+	precision, scale, ok := c.numericMod()
+	if !ok {
 		variableScaleDecimalSchema(s)
 		return
 	}
-	precision, scale := (c.typMod-4)>>16&0xFFFF, (c.typMod-4)&0xFFFF
 	s.Type, s.Name, s.Version = TypeBytes, nameDecimal, 1
 	s.Params = []Param{
-		{"scale", strconv.Itoa(int(scale))},
-		{"connect.decimal.precision", strconv.Itoa(int(precision))},
+		{"scale", strconv.Itoa(scale)},
+		{"connect.decimal.precision", strconv.Itoa(precision)},
 	}
 }
 

@@ -308,7 +308,7 @@ func appendJSONSchemaDefault(b []byte, v any) ([]byte, error) {
 	case javaDecimal:
 		// fromConnectData with decimal.format BASE64: a BinaryNode of
 		// Decimal.fromLogical's bytes, whose text is their base64.
-		return appendJacksonString(b, base64.StdEncoding.EncodeToString(x.bytes())), nil
+		return appendJSONSchemaDefault(b, x.bytes())
 	}
 	return nil, fmt.Errorf("cannot write a %T default in a JSON Schema", v)
 }

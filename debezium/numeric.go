@@ -52,6 +52,12 @@ type valueModes struct {
 	interval IntervalHandling
 }
 
+// precise reports whether numerics are Connect's Decimal or Debezium's
+// VariableScaleDecimal (decimal.handling.mode precise, the default).
+func (m valueModes) precise() bool {
+	return m.decimal != DecimalDouble && m.decimal != DecimalString
+}
+
 // numericValue converts a numeric's text. The special values go out as
 // SpecialValueDecimal writes them: NaN and the infinities as Java's double
 // in double mode, as the enum's name (NAN, POSITIVE_INFINITY,
@@ -61,7 +67,7 @@ type valueModes struct {
 // written for an unconstrained column; string mode writes its
 // toPlainString, double mode its doubleValue, the nearest double.
 func (c *column) numericValue(text string) (any, error) {
-	if c.modes.decimal != DecimalDouble && c.modes.decimal != DecimalString {
+	if c.modes.precise() {
 		return c.preciseValue(text)
 	}
 	special := map[string]struct {
@@ -116,10 +122,10 @@ func (c *column) decimalText(text string) (string, error) {
 		}
 		text = r.FloatString(decimalsOf(text))
 	}
-	if c.typMod < 0 {
+	_, scale, ok := c.numericMod()
+	if !ok {
 		return text, nil
 	}
-	scale := int((c.typMod - 4) & 0xFFFF)
 	_, frac, _ := strings.Cut(text, ".")
 	switch {
 	case len(frac) == scale:

@@ -299,7 +299,7 @@ func (c *column) parseDefault() (any, bool) {
 		v, err := c.value([]byte(text), false)
 		return v, err == nil
 	case "numeric":
-		if c.modes.decimal != DecimalDouble && c.modes.decimal != DecimalString && c.variableScale() {
+		if c.modes.precise() && c.variableScale() {
 			// decimal.go: no Struct default.
 			return nil, false
 		}

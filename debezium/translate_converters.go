@@ -71,8 +71,7 @@ const (
 // unsupportedDataConfig are the JsonSchemaDataConfig and ProtobufDataConfig
 // (and AbstractDataConfig, and the JSON Schema serializer's) options whose other value changes the schema
 // or record outboxrelay writes, with the default it writes; the others
-// touch no schema the router makes (unions, enums, maps, decimals) or
-// only reading.
+// touch no schema the router makes (unions, enums, maps) or only reading.
 var unsupportedDataConfig = map[Format]map[string]string{
 	FormatJSONSR: {
 		"object.additional.properties": "true",
