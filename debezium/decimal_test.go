@@ -168,23 +168,7 @@ func TestTwosComplement(t *testing.T) {
 func TestAvroPreciseNumeric(t *testing.T) {
 	fixed := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)}
 	variable := &column{name: "ratio", typName: "numeric", typMod: -1}
-	s := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.order.Value"}
-	st := &Struct{Schema: s}
-	for _, f := range []struct {
-		c    *column
-		text string
-	}{{fixed, "12.50"}, {variable, "10.1111"}} {
-		cs, err := f.c.schema()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := f.c.value([]byte(f.text), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Fields = append(s.Fields, Field{Name: f.c.name, Schema: cs})
-		st.Values = append(st.Values, v)
-	}
+	s, st := recordOf(t, "dbserver1.public.outbox.order.Value", []*column{fixed, variable}, []string{"12.50", "10.1111"})
 	text, err := avroSchema(s)
 	if err != nil {
 		t.Fatal(err)
@@ -197,18 +181,7 @@ func TestAvroPreciseNumeric(t *testing.T) {
 	if text != want {
 		t.Errorf("schema\n got %s\nwant %s", text, want)
 	}
-	as, err := avro.Parse(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	native, err := avroValue(as, s, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := avro.Marshal(as, native)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := avroBytes(t, text, s, st)
 	// amount: branch 1 (zigzag 02), bytes of length 2 (04), 1250 as
 	// 04 e2; ratio: branch 1, scale 4 (08), bytes of length 3 (06),
 	// 01 8a f7.
@@ -278,23 +251,7 @@ func TestPreciseNumericRefusedWithProtobuf(t *testing.T) {
 func TestJSONSchemaPreciseNumeric(t *testing.T) {
 	amount := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)}
 	ratio := &column{name: "ratio", typName: "numeric", typMod: -1}
-	s := &Schema{Type: TypeStruct, Name: "v"}
-	st := &Struct{Schema: s}
-	for _, f := range []struct {
-		c    *column
-		text string
-	}{{amount, "12.50"}, {ratio, "10.1111"}} {
-		cs, err := f.c.schema()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := f.c.value([]byte(f.text), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Fields = append(s.Fields, Field{Name: f.c.name, Schema: cs})
-		st.Values = append(st.Values, v)
-	}
+	s, st := recordOf(t, "v", []*column{amount, ratio}, []string{"12.50", "10.1111"})
 	got, err := jsonSRFormat{}.derive(s)
 	if err != nil {
 		t.Fatal(err)
@@ -423,4 +380,44 @@ func TestConnectTimeRefusedWithProtobuf(t *testing.T) {
 			wantCheck(t, err, tc.errs)
 		})
 	}
+}
+
+// recordOf is a struct schema called name of cols' schemas, as the router
+// types placed columns, and the struct of their values read from texts.
+func recordOf(t *testing.T, name string, cols []*column, texts []string) (*Schema, *Struct) {
+	t.Helper()
+	s := &Schema{Type: TypeStruct, Name: name}
+	st := &Struct{Schema: s}
+	for i, c := range cols {
+		cs, err := c.schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.value([]byte(texts[i]), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Fields = append(s.Fields, Field{Name: c.name, Schema: cs})
+		st.Values = append(st.Values, v)
+	}
+	return s, st
+}
+
+// avroBytes is st encoded with the Avro schema text, as hamba/avro reads
+// it: a check of the schema text as much as of the value.
+func avroBytes(t *testing.T, text string, s *Schema, st *Struct) []byte {
+	t.Helper()
+	as, err := avro.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := avroValue(as, s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := avro.Marshal(as, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
-
-	"github.com/hamba/avro/v2"
 )
 
 // Temporal, numeric and interval columns as Debezium's PostgreSQL
@@ -183,20 +181,7 @@ func TestAvroModeColumns(t *testing.T) {
 		{name: "tz", typName: "timestamptz", typMod: 3, modes: valueModes{time: TimeConnect}},
 	}
 	texts := []string{"2016-11-04", "13:51:30.123456", "2016-11-04 13:51:30.123456", "2016-11-04 13:51:30.5+00"}
-	s := &Schema{Type: TypeStruct, Name: "dbserver1.public.outbox.order.Value"}
-	st := &Struct{Schema: s}
-	for i, c := range cols {
-		cs, err := c.schema()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := c.value([]byte(texts[i]), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Fields = append(s.Fields, Field{Name: c.name, Schema: cs})
-		st.Values = append(st.Values, v)
-	}
+	s, st := recordOf(t, "dbserver1.public.outbox.order.Value", cols, texts)
 	text, err := avroSchema(s)
 	if err != nil {
 		t.Fatal(err)
@@ -210,18 +195,7 @@ func TestAvroModeColumns(t *testing.T) {
 	if text != want {
 		t.Errorf("schema\n got %s\nwant %s", text, want)
 	}
-	as, err := avro.Parse(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	native, err := avroValue(as, s, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := avro.Marshal(as, native)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := avroBytes(t, text, s, st)
 	// Each field: the union's branch 1 (zigzag 02), then the value.
 	zig := func(n int64) []byte { return binary.AppendVarint(nil, n) }
 	var wantB []byte
