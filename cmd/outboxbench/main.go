@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	rates := fs.String("rates", "1000,5000,20000", "steady-state rates in events/s, comma-separated; empty skips the latency phase")
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
-	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: go build ./cmd/outboxrelay)")
+	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: ./cmd/outboxrelay built as docker/Dockerfile builds it, static)")
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the one-instance drains' and the latency phase's relays to this directory")
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")

@@ -40,7 +40,8 @@ type Config struct {
 	// Default 10.
 	LatencyTxnRows int
 	// RelayBin is the outboxrelay binary to measure. Default: built from
-	// this module with `go build` into a temporary directory.
+	// this module into a temporary directory, as docker/Dockerfile builds it
+	// (static, CGO_ENABLED=0).
 	RelayBin string
 	// ProfileDir, when set, runs the relays of the one-instance drains and
 	// of the latency phase with CPU and allocation profiling (this program

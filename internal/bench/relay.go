@@ -18,10 +18,13 @@ import (
 	"time"
 )
 
-// buildRelay builds cmd/outboxrelay into dir and returns the binary's path.
+// buildRelay builds cmd/outboxrelay into dir, as docker/Dockerfile builds
+// it, and returns the binary's path. A binary linked to the C library
+// maps it too: 1.5 MiB more of its peak RSS came from files.
 func buildRelay(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "outboxrelay")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/outboxrelay/outboxrelay/cmd/outboxrelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/outboxrelay/outboxrelay/cmd/outboxrelay")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build outboxrelay (run from the module, or pass -relay-bin): %w\n%s", err, out)
 	}
