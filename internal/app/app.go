@@ -223,11 +223,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 	tune := tuned.Load()
 	procs := "the process's own (the relay runs inside another program)"
+	gc := procs
 	if tune != nil {
-		procs = tune.procsFrom
+		procs, gc = tune.procsFrom, tune.gcFrom
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs)
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs, "gogc_from", gc)
 	if tune != nil && tune.memoryLimit > 0 {
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
 			"gomemlimit_mib", tune.memoryLimit>>20, "share", memoryLimitShare, "from", tune.memoryLimitFrom)

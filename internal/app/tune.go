@@ -7,8 +7,10 @@ import (
 
 // tuning is what TuneRuntime set of the Go runtime, for the start line.
 type tuning struct {
-	// procsFrom says where GOMAXPROCS came from (limitProcs).
+	// procsFrom says where GOMAXPROCS came from (limitProcs), gcFrom
+	// where GOGC did (setGC).
 	procsFrom string
+	gcFrom    string
 	// memoryLimit is the soft memory limit set from the container's, and
 	// memoryLimitFrom the file it was read from; 0 when none was set.
 	memoryLimit     int64
@@ -19,12 +21,12 @@ type tuning struct {
 var tuned atomic.Pointer[tuning]
 
 // TuneRuntime sets the Go runtime of a relay's process as its environment
-// leaves it to the relay: one P on two CPUs or fewer (limitProcs), and a
-// memory limit from the container's (limitMemory). The commands that are
+// leaves it to the relay: one P on two CPUs or fewer (limitProcs), GOGC
+// 150 (setGC), and a memory limit from the container's (limitMemory). The commands that are
 // the process call it before Run; Run does not, because tests and other
 // programs run it in processes of their own, whose runtime is theirs.
 func TuneRuntime() {
-	t := &tuning{procsFrom: limitProcs(os.Getenv)}
+	t := &tuning{procsFrom: limitProcs(os.Getenv), gcFrom: setGC(os.Getenv)}
 	t.memoryLimit, t.memoryLimitFrom = limitMemory(os.Getenv, "/")
 	tuned.Store(t)
 }
