@@ -41,7 +41,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *path != "" {
 		flags = append(flags, "--config", *path)
 	}
-	app.TuneRuntime()
+	app.TuneRuntime(cfg)
 	return app.Run(ctx, cfg, log, flags...)
 }
 

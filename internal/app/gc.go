@@ -1,6 +1,9 @@
 package app
 
-import "runtime/debug"
+import (
+	"fmt"
+	"runtime/debug"
+)
 
 // gcPercent is the GOGC the relay runs with when GOGC is not set.
 const gcPercent = 150
@@ -14,14 +17,22 @@ const gcPercent = 150
 // record), so a drain of 300k events ran some 200 collections, a fifth of
 // the relay's CPU. Measured side by side on two cores beside a neighbour
 // (docs/performance.md, "The collector"): 150 took about a tenth less
-// CPU per event and drained faster, for 1-2 MiB more peak RSS; 200 took
-// no less than 150 and peaked 2-3 MiB higher again, above the 32 MiB the
-// default configuration is sized for. A memory limit, GOMEMLIMIT or the
-// one taken from the container (limitMemory), still bounds the heap.
-func setGC(getenv func(string) string) string {
+// CPU per event, for 1-2 MiB more peak RSS; 200 took no less than 150
+// and peaked 2-3 MiB higher again.
+//
+// A heap at the bound its configuration allows could then grow past the
+// peak docs/operations.md#memory-sizing gives it (sized, config.Memory's
+// Peak, worked out for GOGC 100), so that peak becomes the runtime's
+// soft memory limit, unless GOMEMLIMIT is set or the limit taken from the
+// container (container, 0 for none) is lower already.
+func setGC(getenv func(string) string, sized, container int64) string {
 	if v := getenv("GOGC"); v != "" {
 		return "GOGC=" + v
 	}
 	debug.SetGCPercent(gcPercent)
-	return "150 (GOGC not set)"
+	if getenv("GOMEMLIMIT") != "" || (container > 0 && container <= sized) {
+		return "150 (GOGC not set)"
+	}
+	debug.SetMemoryLimit(sized)
+	return fmt.Sprintf("150 (GOGC not set), under a memory limit of %d MiB, the configuration's peak", sized>>20)
 }

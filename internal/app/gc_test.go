@@ -1,34 +1,47 @@
 package app
 
 import (
+	"math"
 	"runtime/debug"
 	"testing"
 )
 
-// Unless GOGC is set, the relay collects at 150; when it is set, the
-// runtime's reading of it stands.
+// Unless GOGC is set, the relay collects at 150, under a memory limit of
+// the peak its configuration is sized for, unless GOMEMLIMIT or a lower
+// limit from the container stands; when GOGC is set, the runtime's
+// reading of it stands, and no limit is set.
 func TestSetGC(t *testing.T) {
-	was := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(was) })
+	const mib = 1 << 20
+	wasGC, wasLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(wasGC); debug.SetMemoryLimit(wasLimit) })
 	for _, tc := range []struct {
-		name     string
-		env      string
-		want     int
-		wantFrom string
+		name      string
+		env       map[string]string
+		container int64
+		wantGC    int
+		wantLimit int64 // math.MaxInt64: none set
+		wantFrom  string
 	}{
-		{name: "GOGC not set", want: 150, wantFrom: "150 (GOGC not set)"},
-		{name: "GOGC set", env: "100", want: 100, wantFrom: "GOGC=100"},
+		{name: "nothing set", wantGC: 150, wantLimit: 173 * mib,
+			wantFrom: "150 (GOGC not set), under a memory limit of 173 MiB, the configuration's peak"},
+		{name: "a container limit above the peak", container: 230 * mib, wantGC: 150, wantLimit: 173 * mib,
+			wantFrom: "150 (GOGC not set), under a memory limit of 173 MiB, the configuration's peak"},
+		{name: "a container limit below the peak", container: 100 * mib, wantGC: 150, wantLimit: math.MaxInt64,
+			wantFrom: "150 (GOGC not set)"},
+		{name: "GOMEMLIMIT set", env: map[string]string{"GOMEMLIMIT": "64MiB"}, wantGC: 150, wantLimit: math.MaxInt64,
+			wantFrom: "150 (GOGC not set)"},
+		{name: "GOGC set", env: map[string]string{"GOGC": "100"}, wantGC: 100, wantLimit: math.MaxInt64,
+			wantFrom: "GOGC=100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			debug.SetGCPercent(100) // what the runtime read of GOGC=100, or of none
-			from := setGC(func(k string) string {
-				if k == "GOGC" {
-					return tc.env
-				}
-				return ""
-			})
-			if got := debug.SetGCPercent(100); got != tc.want || from != tc.wantFrom {
-				t.Errorf("GOGC %d from %q, want %d from %q", got, from, tc.want, tc.wantFrom)
+			// What the runtime read of GOGC=100 or of none, and of no
+			// GOMEMLIMIT; the container's limit is left to limitMemory.
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			from := setGC(func(k string) string { return tc.env[k] }, 173*mib, tc.container)
+			gotLimit := debug.SetMemoryLimit(-1)
+			if got := debug.SetGCPercent(100); got != tc.wantGC || gotLimit != tc.wantLimit || from != tc.wantFrom {
+				t.Errorf("GOGC %d, memory limit %d, from %q; want %d, %d, %q", got, gotLimit, from, tc.wantGC, tc.wantLimit, tc.wantFrom)
 			}
 		})
 	}

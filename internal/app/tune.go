@@ -3,6 +3,8 @@ package app
 import (
 	"os"
 	"sync/atomic"
+
+	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
 // tuning is what TuneRuntime set of the Go runtime, for the start line.
@@ -21,12 +23,14 @@ type tuning struct {
 var tuned atomic.Pointer[tuning]
 
 // TuneRuntime sets the Go runtime of a relay's process as its environment
-// leaves it to the relay: one P on two CPUs or fewer (limitProcs), GOGC
-// 150 (setGC), and a memory limit from the container's (limitMemory). The commands that are
-// the process call it before Run; Run does not, because tests and other
-// programs run it in processes of their own, whose runtime is theirs.
-func TuneRuntime() {
-	t := &tuning{procsFrom: limitProcs(os.Getenv), gcFrom: setGC(os.Getenv)}
+// leaves it to the relay: one P on two CPUs or fewer (limitProcs), a
+// memory limit from the container's (limitMemory), and GOGC 150 within
+// the memory cfg is sized for (setGC). The commands that are the process
+// call it before Run; Run does not, because tests and other programs run
+// it in processes of their own, whose runtime is theirs.
+func TuneRuntime(cfg *config.Config) {
+	t := &tuning{procsFrom: limitProcs(os.Getenv)}
 	t.memoryLimit, t.memoryLimitFrom = limitMemory(os.Getenv, "/")
+	t.gcFrom = setGC(os.Getenv, cfg.Memory().Peak(), t.memoryLimit)
 	tuned.Store(t)
 }

@@ -45,7 +45,7 @@ func RelayMain(ctx context.Context, args []string, stderr io.Writer) (err error)
 			err = errors.Join(err, f.Close())
 		}()
 	}
-	app.TuneRuntime() // as outboxrelay run does
+	app.TuneRuntime(cfg) // as outboxrelay run does
 	if err := app.Run(ctx, cfg, app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)); err != nil {
 		return err
 	}
