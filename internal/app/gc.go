@@ -17,8 +17,8 @@ const gcPercent = 150
 // record), so a drain of 300k events ran some 200 collections, a fifth of
 // the relay's CPU. Measured side by side on two cores beside a neighbour
 // (docs/performance.md, "The collector"): 150 took about a tenth less
-// CPU per event, for 1-2 MiB more peak RSS; 200 took no less than 150
-// and peaked 2-3 MiB higher again.
+// CPU per event, for 2-3 MiB more peak RSS; 200 took no less than 150
+// and peaked 1-2 MiB higher again.
 //
 // A heap at the bound its configuration allows could then grow past the
 // peak docs/operations.md#memory-sizing gives it (sized, config.Memory's
@@ -34,5 +34,5 @@ func setGC(getenv func(string) string, sized, container int64) string {
 		return "150 (GOGC not set)"
 	}
 	debug.SetMemoryLimit(sized)
-	return fmt.Sprintf("150 (GOGC not set), under a memory limit of %d MiB, the configuration's peak", sized>>20)
+	return fmt.Sprintf("150 (GOGC not set), under a memory limit of %d MiB, the configuration's peak", (sized+(1<<20)-1)>>20) // MiB, rounded up as docs/operations.md rounds them
 }

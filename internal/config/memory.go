@@ -16,9 +16,9 @@ type Memory struct {
 	// or BrokerMaxMessageBytes when that is unset.
 	Record int64
 	// Base is the runtime, the binary's pages, connections and metrics:
-	// 29-33 MiB peak RSS measured draining with 1024 small records in flight
+	// 30-32 MiB peak RSS measured draining with 1024 small records in flight
 	// (kafka.max_buffered_records' default), of which the binary's pages
-	// are 19-20 MiB (docs/performance.md#memory).
+	// are 18 MiB (docs/performance.md#memory, #the-collector).
 	Base int64
 	// Source is what the source holds: the poller, claims × (a claim's
 	// rows, at most poll.max_batch_bytes or one row of Record, plus pgx's
@@ -37,7 +37,9 @@ type Memory struct {
 func (m Memory) Live() int64 { return m.Source + m.Sink }
 
 // Peak is the resident memory to allow: Base plus twice Live, since with
-// GOGC=100 the heap grows to twice what is live before a collection.
+// GOGC=100 the heap grows to twice what is live before a collection. A
+// relay at its own GOGC of 150 has Peak as its soft memory limit
+// (internal/app/gc.go), which holds it to the same.
 func (m Memory) Peak() int64 { return m.Base + 2*m.Live() }
 
 func (m Memory) String() string {
