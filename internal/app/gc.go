@@ -22,17 +22,24 @@ const gcPercent = 150
 //
 // A heap at the bound its configuration allows could then grow past the
 // peak docs/operations.md#memory-sizing gives it (sized, config.Memory's
-// Peak, worked out for GOGC 100), so that peak becomes the runtime's
-// soft memory limit, unless GOMEMLIMIT is set or the limit taken from the
-// container (container, 0 for none) is lower already.
+// Peak, worked out for GOGC 100). So the runtime gets a soft memory limit
+// of that peak less the binary's pages, which it does not count, unless
+// GOMEMLIMIT is set or the limit taken from the container (container, 0
+// for none) is lower already.
 func setGC(getenv func(string) string, sized, container int64) string {
 	if v := getenv("GOGC"); v != "" {
 		return "GOGC=" + v
 	}
 	debug.SetGCPercent(gcPercent)
-	if getenv("GOMEMLIMIT") != "" || (container > 0 && container <= sized) {
+	limit := sized - binaryPages
+	if getenv("GOMEMLIMIT") != "" || (container > 0 && container <= limit) {
 		return "150 (GOGC not set)"
 	}
-	debug.SetMemoryLimit(sized)
-	return fmt.Sprintf("150 (GOGC not set), under a memory limit of %d MiB, the configuration's peak", (sized+(1<<20)-1)>>20) // MiB, rounded up as docs/operations.md rounds them
+	debug.SetMemoryLimit(limit)
+	return fmt.Sprintf("150 (GOGC not set), under a memory limit of %d MiB: the configuration's peak less the binary's pages", limit>>20)
 }
+
+// binaryPages is what of the relay's resident memory is its binary's
+// pages, which the Go runtime does not count against its memory limit:
+// 18-20 MiB at a drain's peak (docs/performance.md, "Memory").
+const binaryPages = 20 << 20

@@ -7,8 +7,8 @@ import (
 )
 
 // Unless GOGC is set, the relay collects at 150, under a memory limit of
-// the peak its configuration is sized for, unless GOMEMLIMIT or a lower
-// limit from the container stands; when GOGC is set, the runtime's
+// the peak its configuration is sized for less the binary's pages, unless
+// GOMEMLIMIT or a lower limit from the container stands; when GOGC is set, the runtime's
 // reading of it stands, and no limit is set.
 func TestSetGC(t *testing.T) {
 	const mib = 1 << 20
@@ -22,11 +22,11 @@ func TestSetGC(t *testing.T) {
 		wantLimit int64 // math.MaxInt64: none set
 		wantFrom  string
 	}{
-		{name: "nothing set", wantGC: 150, wantLimit: 173 * mib,
-			wantFrom: "150 (GOGC not set), under a memory limit of 173 MiB, the configuration's peak"},
-		{name: "a container limit above the peak", container: 230 * mib, wantGC: 150, wantLimit: 173 * mib,
-			wantFrom: "150 (GOGC not set), under a memory limit of 173 MiB, the configuration's peak"},
-		{name: "a container limit below the peak", container: 100 * mib, wantGC: 150, wantLimit: math.MaxInt64,
+		{name: "nothing set", wantGC: 150, wantLimit: 153 * mib,
+			wantFrom: "150 (GOGC not set), under a memory limit of 153 MiB: the configuration's peak less the binary's pages"},
+		{name: "a container limit above it", container: 230 * mib, wantGC: 150, wantLimit: 153 * mib,
+			wantFrom: "150 (GOGC not set), under a memory limit of 153 MiB: the configuration's peak less the binary's pages"},
+		{name: "a container limit below it", container: 100 * mib, wantGC: 150, wantLimit: math.MaxInt64,
 			wantFrom: "150 (GOGC not set)"},
 		{name: "GOMEMLIMIT set", env: map[string]string{"GOMEMLIMIT": "64MiB"}, wantGC: 150, wantLimit: math.MaxInt64,
 			wantFrom: "150 (GOGC not set)"},

@@ -38,8 +38,8 @@ func (m Memory) Live() int64 { return m.Source + m.Sink }
 
 // Peak is the resident memory to allow: Base plus twice Live, since with
 // GOGC=100 the heap grows to twice what is live before a collection. A
-// relay at its own GOGC of 150 has Peak as its soft memory limit
-// (internal/app/gc.go), which holds it to the same.
+// relay at its own GOGC of 150 has Peak, less its binary's pages, as its
+// soft memory limit (internal/app/gc.go), which holds it to the same.
 func (m Memory) Peak() int64 { return m.Base + 2*m.Live() }
 
 func (m Memory) String() string {
