@@ -41,7 +41,7 @@ func TestDocsListMetrics(t *testing.T) {
 	for _, c := range []prometheus.Collector{sreg.up, sreg.errors} {
 		c.Describe(descs)
 	}
-	for _, c := range []prometheus.Collector{m.published, m.publishErrors, m.latency, m.stages, m.batchEvents, m.deadLettered, m.restarts, relayCollector{m}, probe} {
+	for _, c := range []prometheus.Collector{m.published, m.publishErrors, m.latency, m.stages, m.batchEvents, m.deadLettered, m.restarts, relayCollector{m}, probe, m.kafka.batchRecords} {
 		c.Describe(descs)
 	}
 	descs <- prometheus.NewDesc("outboxrelay_build_info", "", nil, nil)

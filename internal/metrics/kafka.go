@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,12 @@ import (
 type kafkaHooks struct {
 	*kprom.Metrics // every other hook
 	produced       *prometheus.CounterVec
-	topics         *topicLabels
+	// batchRecords is the relay's own: how many records each partition
+	// batch carried, which tells how well the producer batches. kprom's
+	// counters of batches and records would say it too, but it registers
+	// them whether or not its hook counts, and that hook is ours.
+	batchRecords prometheus.Histogram
+	topics       *topicLabels
 
 	mu sync.Mutex
 	// clients counts the clients open with these hooks: the sink
@@ -51,10 +57,15 @@ func newKafkaHooks(reg prometheus.Registerer, topics *topicLabels) (*kafkaHooks,
 			Namespace: Namespace, Subsystem: "kafka", Name: "produce_bytes_total",
 			Help: "Total number of uncompressed bytes produced",
 		}, []string{"node_id", "topic"}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "produce_batch_records",
+			Help:    "Records in each partition batch of a produce request: fewer, larger batches cost the broker and the relay less.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13), // 1 to 4096
+		}),
 		topics:   topics,
 		children: map[produceKey]prometheus.Counter{},
 	}
-	return h, reg.Register(h.produced)
+	return h, errors.Join(reg.Register(h.produced), reg.Register(h.batchRecords))
 }
 
 // OnNewClient implements [kgo.HookNewClient]: kprom's, for the first
@@ -90,4 +101,5 @@ func (h *kafkaHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string
 	}
 	h.mu.Unlock()
 	c.Add(float64(m.UncompressedBytes))
+	h.batchRecords.Observe(float64(m.NumRecords))
 }

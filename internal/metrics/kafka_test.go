@@ -145,3 +145,62 @@ func TestKafkaHooksOutliveAClientReplaced(t *testing.T) {
 		t.Errorf("%s is still registered after the last client closed", connects)
 	}
 }
+
+// outboxrelay_produce_batch_records observes every partition batch
+// produced: as many observations as kprom's counter of batches would
+// count, adding up to its count of records.
+func TestKafkaHooksObserveRecordsPerBatch(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock := prometheus.NewRegistry()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.WithHooks(m.KafkaHooks(), kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(stock),
+			kprom.FetchAndProduceDetail(kprom.Batches, kprom.Records))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const records = 120
+	for i := range records {
+		topic := []string{"orders", "customers"}[i%2]
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i%7), Value: make([]byte, 100)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	total := func(mf *dto.MetricFamily) (sum float64) {
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+		return sum
+	}
+	var count uint64
+	var sum, batches, recs float64
+	// The batch hooks run apart from the promises Flush waits for (see
+	// above).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, want := families(t, reg), families(t, stock)
+		h := got[Namespace+"_produce_batch_records"].GetMetric()
+		if len(h) == 1 {
+			count, sum = h[0].GetHistogram().GetSampleCount(), h[0].GetHistogram().GetSampleSum()
+		}
+		batches, recs = total(want[Namespace+"_kafka_produce_batches_total"]), total(want[Namespace+"_kafka_produce_records_total"])
+		if (float64(count) == batches && sum == recs && recs == records) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if float64(count) != batches || sum != recs || recs != records {
+		t.Errorf("%d batches observed of %v records in all; kprom counted %v batches of %v records, and %d were produced", count, sum, batches, recs, records)
+	}
+}
