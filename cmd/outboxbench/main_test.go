@@ -103,6 +103,9 @@ func TestSmoke(t *testing.T) {
 		if d.Rate <= 0 || d.PeakRSSMiB <= 0 || d.RatioRecvlogical != d.Rate/c.RecvlogicalRate || d.RatioRawIngest != d.Rate/c.RawIngestRate {
 			t.Errorf("%s drain: inconsistent figures %+v", d.Source, d)
 		}
+		if d.RecordsPerBatch < 1 {
+			t.Errorf("%s drain: %v records per batch, from the relay's metrics", d.Source, d.RecordsPerBatch)
+		}
 	}
 	for _, name := range []string{"cdc-0", "poll-0", "cdc-live", "poll-live"} {
 		for _, kind := range []string{".cpu.pprof", ".allocs.pprof"} {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/metrics"
 )
 
 // drainKind is a way of relaying the backlog: a source and how many relay
@@ -58,6 +60,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 		return d, err
 	}
 	var procs []*relayProc
+	var addrs []string
 	defer func() {
 		for _, p := range procs {
 			p.kill()
@@ -73,15 +76,19 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 			command = r.profiledRelay(name)
 			d.Profiles = filepath.Join(r.cfg.ProfileDir, name+".{cpu,allocs}.pprof")
 		}
+		addr, err := freeAddr() // its metrics, read at the end
+		if err != nil {
+			return d, err
+		}
 		p, err := startRelay(command, relayConfig{
 			url: r.relayURL, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
-			cpus:    r.cfg.relayCPUs,
+			httpAddr: addr, cpus: r.cfg.relayCPUs,
 			headers: r.db.headers, otlp: r.otlp,
 		}, r.dir, r.cfg.RelayLogDir, name)
 		if err != nil {
 			return d, err
 		}
-		procs = append(procs, p)
+		procs, addrs = append(procs, p), append(addrs, addr)
 	}
 
 	want := int64(r.cfg.Events)
@@ -153,6 +160,9 @@ func (r *run) drain(ctx context.Context, k drainKind, table string, profile bool
 	}
 	d.SwitchesPerEvent = float64(switches) / float64(want)
 	d.SyscallsPerEvent = float64(syscalls) / float64(want)
+	if d.RecordsPerBatch, err = recordsPerBatch(ctx, addrs); err != nil {
+		return d, err
+	}
 	for i, p := range procs {
 		if err := p.stop(time.Minute); err != nil {
 			return d, err
@@ -180,3 +190,28 @@ func (r *run) profiledRelay(name string) []string {
 		"-cpuprofile", filepath.Join(r.cfg.ProfileDir, name+".cpu.pprof"),
 		"-memprofile", filepath.Join(r.cfg.ProfileDir, name+".allocs.pprof")}
 }
+
+// recordsPerBatch reads the relays' outboxrelay_produce_batch_records at
+// addrs: the records in a partition batch, on average; 0 when none has
+// the metric.
+func recordsPerBatch(ctx context.Context, addrs []string) (float64, error) {
+	var records float64
+	var batches uint64
+	for _, addr := range addrs {
+		mfs, err := readMetrics(ctx, addr)
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range mfs[batchRecordsMetric].GetMetric() {
+			records += m.GetHistogram().GetSampleSum()
+			batches += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if batches == 0 {
+		return 0, nil
+	}
+	return records / float64(batches), nil
+}
+
+// batchRecordsMetric is the relay's histogram of records per batch.
+const batchRecordsMetric = metrics.Namespace + "_produce_batch_records"

@@ -106,6 +106,10 @@ type Drain struct {
 	// reads for every few events shows in both.
 	SwitchesPerEvent float64 `json:"context_switches_per_event"`
 	SyscallsPerEvent float64 `json:"read_write_syscalls_per_event"`
+	// RecordsPerBatch is the records in a partition batch of a produce
+	// request, on average over the drain (outboxrelay_produce_batch_records);
+	// 0 for a relay from before the metric.
+	RecordsPerBatch float64 `json:"records_per_batch"`
 }
 
 // Latency is commit-to-Kafka latency at one steady rate.
@@ -178,11 +182,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(&b, "\nbacklog drain\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\tsyscalls/event\t\n")
+	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\tsyscalls/event\trecords/batch\t\n")
 	for _, d := range r.Drains {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t%.2f\t%.1f\t\n",
 			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakRSSMiB, d.PeakAnonMiB, d.PeakFileMiB, d.CPUSecPerMillion,
-			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent, d.SyscallsPerEvent)
+			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent, d.SyscallsPerEvent, d.RecordsPerBatch)
 	}
 	tw.Flush()
 	for _, d := range r.Drains {
