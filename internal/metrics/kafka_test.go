@@ -18,19 +18,7 @@ import (
 // The relay's own produce hook exports what kprom's would: the same
 // metric, with the same labels and values, beside kprom's other metrics.
 func TestKafkaHooksCountProducedBytesAsKprom(t *testing.T) {
-	_, brokers := testenv.Kafka(t)
-	reg := prometheus.NewRegistry()
-	m, err := New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stock := prometheus.NewRegistry()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(),
-		kgo.WithHooks(m.KafkaHooks(), kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(stock))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	reg, stock, cl := beside(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 50 {
@@ -67,6 +55,25 @@ func TestKafkaHooksCountProducedBytesAsKprom(t *testing.T) {
 			t.Errorf("%s is exported, which kprom does not export", name)
 		}
 	}
+}
+
+// beside opens a client to a fresh broker with the relay's hooks, on reg,
+// and with stock kprom's beside them, made with stockOpts, on stock.
+func beside(t *testing.T, stockOpts []kprom.Opt, opts ...kgo.Opt) (reg, stock *prometheus.Registry, cl *kgo.Client) {
+	t.Helper()
+	_, brokers := testenv.Kafka(t)
+	reg, stock = prometheus.NewRegistry(), prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := kprom.NewMetrics(Namespace, append([]kprom.Opt{kprom.Subsystem("kafka"), kprom.Registerer(stock)}, stockOpts...)...)
+	cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.WithHooks(m.KafkaHooks(), kp)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return reg, stock, cl
 }
 
 func families(t *testing.T, g prometheus.Gatherer) map[string]*dto.MetricFamily {
@@ -150,20 +157,7 @@ func TestKafkaHooksOutliveAClientReplaced(t *testing.T) {
 // produced: as many observations as kprom's counter of batches would
 // count, adding up to its count of records.
 func TestKafkaHooksObserveRecordsPerBatch(t *testing.T) {
-	_, brokers := testenv.Kafka(t)
-	reg := prometheus.NewRegistry()
-	m, err := New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stock := prometheus.NewRegistry()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.WithHooks(m.KafkaHooks(), kprom.NewMetrics(Namespace, kprom.Subsystem("kafka"), kprom.Registerer(stock),
-			kprom.FetchAndProduceDetail(kprom.Batches, kprom.Records))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	reg, stock, cl := beside(t, []kprom.Opt{kprom.FetchAndProduceDetail(kprom.Batches, kprom.Records)}, kgo.ProducerLinger(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const records = 120
