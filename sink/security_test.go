@@ -241,7 +241,7 @@ func TestSecurityValidate(t *testing.T) {
 		{
 			name: "bad files",
 			cfg:  sink.Config{TLS: sink.TLS{Enabled: true, CAFile: garbage, CertFile: certs.ClientCert}},
-			want: []string{"holds no PEM certificate", "cert_file and key_file go together"},
+			want: []string{"holds no PEM certificate", "kafka.tls.cert_file and kafka.tls.key_file go together"},
 		},
 		{
 			name: "missing ca file",

@@ -29,8 +29,18 @@ type Files struct {
 }
 
 // Config reads the files and returns the tls.Config, or every problem at
-// once; key names the settings in errors ("kafka.tls").
+// once; key names the settings in errors ("kafka.tls": kafka.tls.ca_file
+// and so on).
 func (f Files) Config(key string) (*tls.Config, error) {
+	return f.ConfigNamed(Names{CA: key + ".ca_file", Cert: key + ".cert_file", Key: key + ".key_file"})
+}
+
+// Names are what errors call the settings that name the three files: an
+// environment variable, say, where they come from no configuration key.
+type Names struct{ CA, Cert, Key string }
+
+// ConfigNamed is Config, with errors naming each file's setting as n does.
+func (f Files) ConfigNamed(n Names) (*tls.Config, error) {
 	tc := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         f.ServerName,
@@ -40,11 +50,11 @@ func (f Files) Config(key string) (*tls.Config, error) {
 	if f.CAFile != "" {
 		pem, err := os.ReadFile(f.CAFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.ca_file: %w", key, err))
+			errs = append(errs, fmt.Errorf("%s: %w", n.CA, err))
 		} else {
 			tc.RootCAs = x509.NewCertPool()
 			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("%s.ca_file: %s holds no PEM certificate", key, f.CAFile))
+				errs = append(errs, fmt.Errorf("%s: %s holds no PEM certificate", n.CA, f.CAFile))
 			}
 		}
 	}
@@ -54,22 +64,22 @@ func (f Files) Config(key string) (*tls.Config, error) {
 		// and only from a regular file.
 		certPEM, err := os.ReadFile(f.CertFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.cert_file: %w", key, err))
+			errs = append(errs, fmt.Errorf("%s: %w", n.Cert, err))
 			break
 		}
-		keyPEM, err := secret.ReadFile(key+".key_file", f.KeyFile)
+		keyPEM, err := secret.ReadFile(n.Key, f.KeyFile)
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.cert_file and key_file: %w", key, err))
+			errs = append(errs, fmt.Errorf("%s and %s: not a certificate and its key in PEM: %w", n.Cert, n.Key, err))
 		} else {
 			tc.Certificates = []tls.Certificate{cert}
 		}
 	case f.CertFile != "" || f.KeyFile != "":
-		errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together; set both for a client certificate, or neither", key))
+		errs = append(errs, fmt.Errorf("%s and %s go together; set both for a client certificate, or neither", n.Cert, n.Key))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -5,14 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -27,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/tlsfiles"
 )
 
 // otlpClient sends spans over OTLP/HTTP in protobuf, as otlptracehttp
@@ -251,33 +250,25 @@ func validHeaderKey(k string) bool {
 }
 
 // tlsFromEnv is the TLS configuration the certificate variables ask for,
-// nil when none is set, and the names of those set. The client key is a
-// secret file, read as tlsfiles reads kafka.tls.key_file (secret.ReadFile:
-// bounded, a regular file only).
+// nil when none is set, and the names of those set, read as tlsfiles reads
+// kafka.tls's files.
 func tlsFromEnv(env func(string) string) (*tls.Config, []string, error) {
 	var (
-		cfg  tls.Config
-		set  []string
-		errs []error
+		files tlsfiles.Files
+		names tlsfiles.Names
+		set   []string
+		errs  []error
 	)
 	for _, prefix := range []string{"TRACES_", ""} {
-		name, file := "OTEL_EXPORTER_OTLP_"+prefix+"CERTIFICATE", env(prefix+"CERTIFICATE")
-		if file == "" {
-			continue
+		if file := env(prefix + "CERTIFICATE"); file != "" {
+			files.CAFile, names.CA = file, "OTEL_EXPORTER_OTLP_"+prefix+"CERTIFICATE"
+			set = append(set, names.CA)
+			break // the TRACES_ variable wins
 		}
-		set = append(set, name)
-		pem, err := os.ReadFile(file)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: read the collector's CA certificate: %w", name, file, err))
-		} else if cfg.RootCAs = x509.NewCertPool(); !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			errs = append(errs, fmt.Errorf("%s=%q: no PEM certificate in the file", name, file))
-		}
-		break // the TRACES_ variable wins
 	}
 	// envconfig.WithClientCert uses a pair only when both are set, the
 	// TRACES_ pair over the general one; one without the other is an
 	// error here rather than ignored.
-	var pair []string
 	for _, prefix := range []string{"TRACES_", ""} {
 		certName, keyName := "OTEL_EXPORTER_OTLP_"+prefix+"CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_"+prefix+"CLIENT_KEY"
 		certFile, keyFile := env(prefix+"CLIENT_CERTIFICATE"), env(prefix+"CLIENT_KEY")
@@ -285,34 +276,16 @@ func tlsFromEnv(env func(string) string) (*tls.Config, []string, error) {
 		case certFile == "" && keyFile == "":
 		case certFile == "" || keyFile == "":
 			errs = append(errs, fmt.Errorf("%s=%q and %s=%q: set both, or neither", certName, certFile, keyName, keyFile))
-		case pair == nil:
-			pair = []string{certName, certFile, keyName, keyFile}
-		}
-	}
-	if pair != nil {
-		certName, certFile, keyName, keyFile := pair[0], pair[1], pair[2], pair[3]
-		set = append(set, certName, keyName)
-		certPEM, err := os.ReadFile(certFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: read the client certificate: %w", certName, certFile, err))
-		}
-		keyPEM, kerr := secret.ReadFile(keyName, keyFile)
-		if kerr != nil {
-			errs = append(errs, kerr)
-		}
-		if err == nil && kerr == nil {
-			cert, err := tls.X509KeyPair(certPEM, keyPEM)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q and %s=%q: not a certificate and its key in PEM: %w", certName, certFile, keyName, keyFile, err))
-			} else {
-				cfg.Certificates = []tls.Certificate{cert}
-			}
+		case files.CertFile == "":
+			files.CertFile, files.KeyFile, names.Cert, names.Key = certFile, keyFile, certName, keyName
+			set = append(set, certName, keyName)
 		}
 	}
 	if len(set) == 0 {
 		return nil, nil, errors.Join(errs...)
 	}
-	return &cfg, set, errors.Join(errs...)
+	cfg, err := files.ConfigNamed(names)
+	return cfg, set, errors.Join(append(errs, err)...)
 }
 
 // Start does nothing: connections are made as spans are sent.
