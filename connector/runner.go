@@ -278,11 +278,7 @@ loop:
 			failure = err
 			break loop
 		case err := <-srcDone:
-			srcEnded = true
-			failure = err
-			if failure == nil {
-				failure = errors.New("source stopped without being asked to")
-			}
+			srcEnded, failure = true, sourceEnded(err)
 			break loop
 		case <-stopping:
 			if !midTxn {
@@ -301,10 +297,7 @@ loop:
 	if failure != nil && !srcEnded && sendCtx.Err() != nil && pubCtx.Err() == nil {
 		// The loop ended on a publish that the source's end cut short: the
 		// source's error is the failure, as if the loop had seen it first.
-		srcEnded = true
-		if failure = <-srcDone; failure == nil {
-			failure = errors.New("source stopped without being asked to")
-		}
+		srcEnded, failure = true, sourceEnded(<-srcDone)
 	}
 
 	// Drain what is in flight on a graceful stop. When the source lost its
@@ -441,6 +434,15 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 	}
 	t.published(p, nil)
 	return nil
+}
+
+// sourceEnded is the failure of a source whose Run returned err while the
+// runner still wanted its batches.
+func sourceEnded(err error) error {
+	if err == nil {
+		return errors.New("source stopped without being asked to")
+	}
+	return err
 }
 
 // deadLetterOrFail sends e to the dead letter topic when err says it can
