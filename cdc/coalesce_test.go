@@ -27,7 +27,7 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	url := testenv.Postgres(t)
 	admin := connect(ctx, t, url)
 	exec(ctx, t, admin,
-		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		createOutbox,
 		`CREATE PUBLICATION bulk_pub FOR TABLE outbox WITH (publish = 'insert')`)
 	write := func(n int, from int) {
 		t.Helper()

@@ -40,7 +40,7 @@ func TestHeartbeatMovesIdleSlot(t *testing.T) {
 	}
 	admin := connect(ctx, t, appURL)
 	exec(ctx, t, admin,
-		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		createOutbox,
 		`CREATE PUBLICATION relay_pub FOR TABLE outbox WITH (publish = 'insert')`,
 		`CREATE ROLE relay LOGIN REPLICATION`,
 		`GRANT SELECT ON outbox TO relay`,
@@ -166,6 +166,10 @@ func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
+// createOutbox creates the Debezium-shaped outbox table the tests of
+// this package stream from.
+const createOutbox = `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`
+
 func exec(ctx context.Context, t *testing.T, conn *pgx.Conn, sqls ...string) {
 	t.Helper()
 	for _, sql := range sqls {
@@ -224,7 +228,7 @@ func TestHeartbeatQuery(t *testing.T) {
 	url := testenv.Postgres(t)
 	admin := connect(ctx, t, url)
 	exec(ctx, t, admin,
-		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		createOutbox,
 		`CREATE TABLE hb (at timestamptz NOT NULL, n int)`)
 	var logs syncBuffer
 	slot := "hbq_slot"

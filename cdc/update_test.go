@@ -21,7 +21,7 @@ func TestOnUpdateFailNeedsUpdates(t *testing.T) {
 	url := testenv.Postgres(t)
 	admin := connect(ctx, t, url)
 	exec(ctx, t, admin,
-		`CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`,
+		createOutbox,
 		`CREATE PUBLICATION upd_inserts FOR TABLE outbox WITH (publish = 'insert')`)
 	run := func(pub string) error {
 		src, err := cdc.New(cdc.Config{URL: url, Slot: "upd_slot", Publication: pub, OnUpdate: cdc.UpdateFail})
