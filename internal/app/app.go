@@ -222,8 +222,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		what = "outboxrelay backfill starting"
 	}
 	tune := tuned.Load()
-	procs := "the process's own (the relay runs inside another program)"
-	gc := procs
+	const inside = "the process's own (the relay runs inside another program)"
+	procs, gc := inside, inside
 	if tune != nil {
 		procs, gc = tune.procsFrom, tune.gcFrom
 	}
