@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
@@ -18,9 +20,11 @@ import (
 
 // TestCDCReadsABacklogInBulk: transactions the server sends well after
 // they committed are a backlog, which the stream reads in bulk (the socket
-// wakes it for 64 KiB, or after a few milliseconds); a live transaction
-// switches that off again. A backlog smaller than the bulk still arrives
-// whole, and every event in order.
+// wakes it for 64 KiB, or after a few milliseconds) and hands on several
+// transactions to a batch, whose Done confirms them all; a live
+// transaction switches that off again, and goes on alone at its commit. A
+// backlog smaller than the bulk still arrives whole, and every event in
+// order.
 func TestCDCReadsABacklogInBulk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -42,7 +46,9 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	// receive runs the source until it has handed on the events with
-	// aggregate ids from..to-1, and checks they come in order.
+	// aggregate ids from..to-1, and checks they come in order. sizes gets
+	// the number of new events in each batch that has any.
+	var sizes []int
 	receive := func(from, to int, whileRunning func()) {
 		t.Helper()
 		runCtx, stop := context.WithCancel(ctx)
@@ -60,6 +66,7 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 		for next < to {
 			select {
 			case b := <-out:
+				had := next
 				for _, e := range b.Events {
 					n, err := strconv.Atoi(e.AggregateID)
 					switch {
@@ -73,9 +80,15 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 						next++
 					}
 				}
-				if b.Done != nil {
-					b.Done(nil)
+				if next > had {
+					sizes = append(sizes, next-had)
 				}
+				if b.Done == nil {
+					// Each of these transactions is one event: a batch
+					// holds whole ones.
+					t.Fatalf("a batch of %d events without a Done", len(b.Events))
+				}
+				b.Done(nil)
 			case err := <-done:
 				t.Fatalf("source ended: %v", err)
 			case <-ctx.Done():
@@ -91,7 +104,9 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	// Fifty events, a few KiB, committed while no relay runs: a backlog
 	// by the time the next run starts.
 	write(50, 1)
+	backlogEnd := currentLSN(ctx, t, admin)
 	time.Sleep(800 * time.Millisecond)
+	sizes = nil
 	receive(1, 52, func() {
 		// 50 from the backlog, then one live once they are in.
 		for !strings.Contains(logs.String(), "reading a backlog in bulk") {
@@ -110,6 +125,18 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), "caught up with the server: reading message by message") {
 		t.Errorf("a live event did not switch bulk reading off; log:\n%s", logs.String())
+	}
+	// 50 transactions of the backlog, then the live one.
+	if len(sizes) < 2 || slices.Max(sizes[:len(sizes)-1]) < 2 || sizes[len(sizes)-1] != 1 {
+		t.Errorf("events per batch %v: want the backlog's transactions handed on several to a batch, and the live one alone", sizes)
+	}
+	// Done of the batches confirmed the backlog's transactions.
+	var at string
+	if err := admin.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'bulk_slot'`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	if lsn, err := pglogrepl.ParseLSN(at); err != nil || lsn < backlogEnd {
+		t.Errorf("the slot confirmed %s (%v), want at least %s, the backlog's end", at, err, backlogEnd)
 	}
 }
 

@@ -79,6 +79,10 @@ type stream struct {
 	// backlog's worth of bytes (coalesce.go); coalesceFailed once setting
 	// it failed.
 	coalescing, coalesceFailed bool
+	// backlog is set while the server sends transactions well after they
+	// committed, and held the whole ones not handed on yet (coalesce.go).
+	backlog bool
+	held    held
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -166,6 +170,10 @@ func (st *stream) run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
+				// Nothing more has come for now: what is held goes on.
+				if err := st.release(ctx); err != nil {
+					return err
+				}
 				if silent := time.Since(st.heard); silent >= timeout {
 					st.src.log.Warn("the replication connection is dead: PostgreSQL has not answered for longer than cdc.receive_timeout; closing it and reconnecting",
 						"slot", st.src.cfg.Slot, "silent_for", silent.Round(time.Millisecond).String(), "receive_timeout", timeout.String(),
@@ -272,11 +280,11 @@ func (st *stream) decode(ctx context.Context, wal []byte) error {
 		n := int64(st.txnEvents)
 		st.eventsAt += n
 		mark, done := st.src.checkpoint(&ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID, proof: proof}, st.eventsAt, n, false)
-		if err := st.emitWith(ctx, mark, done); err != nil {
-			return err
-		}
+		// Held counts as handed on: nothing passes it (pass), and it
+		// goes to the runner before anything waits for it (awaitAcked).
 		st.src.pos.update(func(p *positions) { p.emitted = end })
-		st.lastMark = time.Now()
+		st.lastMark = st.stages.Received
+		return st.hold(ctx, mark, done)
 	}
 	return nil
 }
@@ -319,12 +327,22 @@ func (st *stream) add(ctx context.Context, e connector.Event) error {
 	st.batch = append(st.batch, e)
 	st.batchBytes += eventBytes(&e)
 	st.txnEvents++
-	if len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes {
-		// A large transaction goes on in chunks that cannot be
-		// confirmed on their own: only its commit can.
-		return st.emitWith(ctx, nil, nil)
+	if st.full() {
+		// The whole transactions before this one go on first, with
+		// their Done. A large transaction goes on in chunks that cannot
+		// be confirmed on their own: only its commit can.
+		if err := st.release(ctx); err != nil {
+			return err
+		}
+		if st.full() {
+			return st.emitWith(ctx, len(st.batch), st.batchBytes, nil, nil)
+		}
 	}
 	return nil
+}
+
+func (st *stream) full() bool {
+	return len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes
 }
 
 // eventBytes is what an event holds in memory, as cdc.max_batch_bytes
@@ -414,18 +432,20 @@ func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
 	return passed
 }
 
-// emitWith hands the current batch to the runner, with a checkpoint for
-// it (exactly once, txn.go) and its Done, either of which may be nil.
-// While the runner is busy it keeps the status updates going, so the
-// server does not time out a session that is only waiting for Kafka.
-func (st *stream) emitWith(ctx context.Context, mark func() (*connector.Message, error), done func(error)) error {
+// emitWith hands the first n events of the batch, of size bytes, to the
+// runner, with a checkpoint for them (exactly once, txn.go) and their
+// Done, either of which may be nil; the rest stay in the batch. While the
+// runner is busy it keeps the status updates going, so the server does
+// not time out a session that is only waiting for Kafka.
+func (st *stream) emitWith(ctx context.Context, n, bytes int, mark func() (*connector.Message, error), done func(error)) error {
 	// The batch is gathered in a slice that is reused, and handed on as an
 	// exact copy: growing a new slice for every batch by appending copied
 	// each event twice on average and was a sixth of the bytes the relay
 	// allocated in a drain.
-	b := connector.Batch{Events: slices.Clone(st.batch), Done: done, Checkpoint: mark}
-	clear(st.batch) // let go of the payloads
-	st.batch, st.batchBytes = st.batch[:0], 0
+	b := connector.Batch{Events: slices.Clone(st.batch[:n]), Done: done, Checkpoint: mark}
+	rest := copy(st.batch, st.batch[n:])
+	clear(st.batch[rest:]) // let go of the payloads
+	st.batch, st.batchBytes = st.batch[:rest], st.batchBytes-bytes
 	select {
 	case st.out <- b:
 		return nil

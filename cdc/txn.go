@@ -79,5 +79,5 @@ func (st *stream) markIdle(ctx context.Context) error {
 	}
 	mark, done := s.checkpoint(p.markAt(p.emitted), st.eventsAt, 0, false)
 	st.lastMark = time.Now()
-	return st.emitWith(ctx, mark, done)
+	return st.emitWith(ctx, len(st.batch), st.batchBytes, mark, done)
 }

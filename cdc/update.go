@@ -26,6 +26,9 @@ func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) 
 	// The runner stops at this event without waiting for what is in
 	// flight before it; Debezium has sent the records before the UPDATE
 	// when it throws. So the transactions before it go to Kafka first.
+	if err := st.release(ctx); err != nil {
+		return err
+	}
 	if err := st.awaitAcked(ctx); err != nil {
 		return err
 	}
