@@ -155,6 +155,33 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 	return nil
 }
 
+// saveLate saves the acknowledgements that came after the last session
+// saved its checkpoint as it ended: the records it had on their way then,
+// which Kafka has, and which a backfill from the older checkpoint would
+// publish again uncounted. It reports whether it saved. It saves only
+// while the store still holds this source's own last checkpoint, so that
+// a session that wrote one since (one that recreated the slot) keeps it.
+func (s *Source) saveLate(ctx context.Context) bool {
+	if s.recorder != nil {
+		return false // the sink committed every checkpoint there is (txn.go)
+	}
+	p := s.pos.get()
+	if p.current == nil || p.current.Key != s.identity.CheckpointKey(s.cfg.Slot) {
+		return false
+	}
+	cp, found, err := s.store.Load(ctx)
+	if err != nil || !found || cp.Key != p.current.Key || cp.EndLSN != p.current.EndLSN || cp.Events != p.current.Events {
+		return false
+	}
+	saved := p.current.EndLSN
+	if err := s.save(ctx); err != nil {
+		s.log.Warn("could not save the events Kafka acknowledged after the last checkpoint; a backfill from it publishes them again",
+			"slot", s.cfg.Slot, "checkpoint_lsn", pglogrepl.LSN(saved).String(), "acknowledged_lsn", s.AcknowledgedLSN(), "err", err)
+		return false
+	}
+	return s.pos.get().current.EndLSN != saved
+}
+
 func (s *Source) setCurrent(cp *connector.Checkpoint) {
 	s.pos.update(func(p *positions) { p.current = cp })
 }

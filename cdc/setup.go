@@ -381,6 +381,9 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 	case useSlot:
 		return slotPosition{lsn: slot.confirmed}, nil
 	}
+	if (cause == CauseDropped || cause == CauseInvalidated) && s.saveLate(ctx) {
+		kp = s.pos.get().current
+	}
 	s.adviseBackfill(ctx, conn) // backfill.go: the command the error names
 	if err := s.reportLoss(slot, kp, cause); err != nil {
 		return slotPosition{}, err
