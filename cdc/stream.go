@@ -59,8 +59,10 @@ type stream struct {
 	// cpFailed gets the checkpointer's failure.
 	cpFailed <-chan error
 	// eventsAt counts the events of this process up to the last complete
-	// transaction handed on, and lastMark is when a checkpoint last went
-	// with a batch (exactly once, txn.go).
+	// transaction handed on or held (coalesce.go), and lastMark is when a
+	// checkpoint last went with a batch or a held transaction, which
+	// counts from when that transaction began to arrive (exactly once,
+	// txn.go).
 	eventsAt int64
 	lastMark time.Time
 
