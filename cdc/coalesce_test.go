@@ -2,7 +2,6 @@ package cdc_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -36,7 +35,7 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	write := func(n int, from int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
-			exec(ctx, t, admin, fmt.Sprintf(`INSERT INTO outbox VALUES (gen_random_uuid(), 'order', '%d', 'created', '{"n": %d}')`, i, i))
+			insertEvent(ctx, t, admin, strconv.Itoa(i))
 		}
 	}
 	var logs syncBuffer
@@ -105,7 +104,7 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	// by the time the next run starts.
 	write(50, 1)
 	backlogEnd := currentLSN(ctx, t, admin)
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(backlogAge)
 	sizes = nil
 	receive(1, 52, func() {
 		// 50 from the backlog, then one live once they are in.

@@ -170,6 +170,20 @@ func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
 // this package stream from.
 const createOutbox = `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text, payload jsonb)`
 
+// insertEvent commits an event of aggregate id, alone in its transaction,
+// to the createOutbox table.
+func insertEvent(ctx context.Context, t *testing.T, conn *pgx.Conn, id string) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox VALUES (gen_random_uuid(), 'order', $1, 'created', '{}')`, id); err != nil {
+		t.Fatalf("insert the event of aggregate %s: %v", id, err)
+	}
+}
+
+// backlogAge is how long the tests let committed transactions wait before
+// a source reads them, so that they are a backlog: well over the source's
+// 500 ms (cdc/coalesce.go, coalesceLag).
+const backlogAge = 800 * time.Millisecond
+
 func exec(ctx context.Context, t *testing.T, conn *pgx.Conn, sqls ...string) {
 	t.Helper()
 	for _, sql := range sqls {

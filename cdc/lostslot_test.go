@@ -31,9 +31,6 @@ func TestLostSlotCheckpointHoldsLateAcks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(id string) {
-		exec(ctx, t, admin, fmt.Sprintf(`INSERT INTO outbox VALUES (gen_random_uuid(), 'order', '%s', 'created', '{}')`, id))
-	}
 	receive := func(out <-chan connector.Batch, id string) connector.Batch {
 		t.Helper()
 		for {
@@ -55,14 +52,14 @@ func TestLostSlotCheckpointHoldsLateAcks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, out) }()
 	waitForSlot(ctx, t, admin, "late_slot")
-	write("a")
+	insertEvent(ctx, t, admin, "a")
 	receive(out, "a").Done(nil)
 	waitFor(ctx, t, "the checkpoint of the first event", func() bool {
 		cp, ok := src.Checkpoint()
 		return ok && cp.EndLSN != 0 && src.ConfirmedLSN() == src.AcknowledgedLSN()
 	})
 	first, _ := src.Checkpoint()
-	write("b")
+	insertEvent(ctx, t, admin, "b")
 	late := receive(out, "b")
 	// The connection ends while b is on its way to Kafka.
 	exec(ctx, t, admin, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'late_slot'`)

@@ -2,7 +2,6 @@ package cdc_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,10 +85,10 @@ func TestOnUpdateFailAfterABacklog(t *testing.T) {
 	run(func(<-chan connector.Batch) { waitForSlot(ctx, t, admin, "upd_backlog_slot") })
 	const n = 30
 	for i := range n {
-		exec(ctx, t, admin, fmt.Sprintf(`INSERT INTO outbox VALUES (gen_random_uuid(), 'order', '%d', 'created', '{}')`, i))
+		insertEvent(ctx, t, admin, strconv.Itoa(i))
 	}
 	exec(ctx, t, admin, `UPDATE outbox SET payload = '{"changed": true}' WHERE aggregateid = '7'`)
-	time.Sleep(800 * time.Millisecond) // a backlog by the time the next run reads it
+	time.Sleep(backlogAge)
 	run(func(out <-chan connector.Batch) {
 		next, most := 0, 0
 		for {
