@@ -44,7 +44,9 @@ const stallTimeout = 2 * time.Minute
 // so, 0.17-0.19 (docs/performance.md, "Counting the drain"). The drain
 // counts every 2 ms only once the rate so far says it ends within 4 ms,
 // and every rssSample before, which samples the memory as often as it
-// did: the end is still seen within 2 ms.
+// did. It waits at most half of what the rate so far says is left, so
+// the end is seen within 2 ms unless the drain more than doubles its
+// rate near the end (at worst rssSample late).
 func countWait(left, done int64, elapsed time.Duration) time.Duration {
 	const near = 2 * time.Millisecond
 	if done <= 0 || elapsed <= 0 {
