@@ -223,12 +223,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	}
 	tune := tuned.Load()
 	const inside = "the process's own (the relay runs inside another program)"
-	procs, gc := inside, inside
+	procs, gc, scheduling := inside, inside, inside
 	if tune != nil {
-		procs, gc = tune.procsFrom, tune.gcFrom
+		procs, gc, scheduling = tune.procsFrom, tune.gcFrom, tune.scheduling
 	}
 	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs, "gogc_from", gc)
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs, "gogc_from", gc, "scheduling", scheduling)
 	if tune != nil && tune.memoryLimit > 0 {
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
 			"gomemlimit_mib", tune.memoryLimit>>20, "share", memoryLimitShare, "from", tune.memoryLimitFrom)
