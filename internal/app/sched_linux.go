@@ -30,12 +30,17 @@ func setSchedBatch() string {
 	default:
 		return fmt.Sprintf("the process's own (policy %d)", attr.Policy)
 	}
+	total := 0
 	for range 10 {
 		moved, err := moveThreads()
-		if err != nil {
+		total += moved
+		switch {
+		case err != nil && total == 0:
 			return "the process's own: " + err.Error()
-		}
-		if moved == 0 {
+		case err != nil:
+			// A sandbox that allows the call for some threads only.
+			return fmt.Sprintf("batch for %d threads, then: %v", total, err)
+		case moved == 0:
 			return schedBatchDone
 		}
 	}
