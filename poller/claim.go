@@ -83,7 +83,17 @@ func (c *claimer) claim(ctx context.Context) (res claimResult, err error) {
 		if !finished {
 			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = c.rollback(rbCtx)
+			// A claim that found nothing ends here too. Its connection
+			// may have died after the answer came: the rollback then
+			// times out and pgx closes the connection. That is the
+			// claim's error, so that the loop says the connection is
+			// dead and its session is ended; dropped, the next claim
+			// would only find the connection closed, without a word of
+			// why, and the session would keep its locks until the
+			// server ended it.
+			if rbErr := c.rollback(rbCtx); rbErr != nil && err == nil {
+				err = classify("roll back a claim that found nothing to hand on", rbErr)
+			}
 		}
 	}()
 
