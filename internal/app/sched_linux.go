@@ -16,8 +16,8 @@ import (
 // finds none left to move, every thread the process will have runs under
 // it. A process started under another policy (chrt) keeps it: the
 // operator chose it. Moving a thread to SCHED_BATCH needs no privilege;
-// where a sandbox refuses the call, the relay runs as it started, and the
-// start line says why.
+// where a sandbox refuses the call, the relay runs as it started (refused
+// part way, with the threads moved so far), and the start line says why.
 func setSchedBatch() string {
 	attr, err := unix.SchedGetAttr(0, 0)
 	if err != nil {
