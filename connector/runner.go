@@ -174,7 +174,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		started := time.Now()
 		d, err := r.runOnce(ctx)
-		if ctx.Err() != nil {
+		// A stop asked for while the run was ending on an error no new
+		// run can get past (a lost slot, say) still returns that error:
+		// the relay did not relay, and its exit says so.
+		if ctx.Err() != nil && d.verdict != stop {
 			return nil
 		}
 		switch d.verdict {

@@ -714,6 +714,32 @@ func TestRunnerSourceErrors(t *testing.T) {
 	}
 }
 
+// TestRunnerPermanentErrorDuringStop: a stop asked for while the run ends
+// on an error no new run can get past (the relay stopped just after it
+// found its slot lost) still returns that error, so that the process does
+// not exit as if it had relayed.
+func TestRunnerPermanentErrorDuringStop(t *testing.T) {
+	errLost := errors.New("replication slot is gone")
+	src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+		return Permanent(errLost)
+	}}
+	snk := newBroker().sink()
+	cancelled := make(chan func(), 1)
+	abort := snk.abort
+	// The runner aborts the sink once the source has ended, before it
+	// decides what the run's error means: the stop comes in between.
+	var once sync.Once
+	snk.abort = func(ctx context.Context) error {
+		once.Do(func() { (<-cancelled)() })
+		return abort(ctx)
+	}
+	run := start(t, src, snk, RunnerConfig{})
+	cancelled <- run.cancel
+	if err := run.result(t); !errors.Is(err, errLost) {
+		t.Fatalf("Run: %v; want %v", err, errLost)
+	}
+}
+
 const ownTopic = "outbox.event.order"
 
 // TestRunnerEventErrors: an event that can never be published goes, with
