@@ -84,9 +84,9 @@ type Drain struct {
 	RatioRecvlogical float64 `json:"ratio_to_pg_recvlogical"`
 	RatioRawIngest   float64 `json:"ratio_to_raw_ingest"`
 	// PeakRSSMiB is the largest VmHWM of the relay processes; PeakAnonMiB
-	// and PeakFileMiB the largest of its two parts, sampled every
-	// rssSample: the process's own memory, and the pages of its binary
-	// (and other files) it has touched.
+	// and PeakFileMiB its two parts where their sum was largest, sampled
+	// every rssSample: the process's own memory, and the pages of its
+	// binary (and other files) it holds.
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 	PeakAnonMiB float64 `json:"peak_rss_anon_mib"`
 	PeakFileMiB float64 `json:"peak_rss_file_mib"`
