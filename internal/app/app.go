@@ -233,6 +233,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
 			"gomemlimit_mib", tune.memoryLimit>>20, "share", memoryLimitShare, "from", tune.memoryLimitFrom)
 	}
+	if tune != nil {
+		// A process of the relay's own, whose memory is the relay's.
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go releasePagesAfterStart(pctx, obs.m.FirstAcknowledged(), log)
+	}
 	obs.starting("")
 	if err := r.Run(ctx); err != nil {
 		var lost *cdc.SlotLostError

@@ -41,5 +41,7 @@ func setGC(getenv func(string) string, sized, container int64) string {
 
 // binaryPages is what of the relay's resident memory is its binary's
 // pages, which the Go runtime does not count against its memory limit:
-// 18-20 MiB at a drain's peak (docs/performance.md, "Memory").
+// 16-18 MiB as it starts, 11-12 once it has released those only its start
+// touched (pages.go; docs/performance.md, "Memory"). The limit takes the
+// larger, which leaves the heap the less.
 const binaryPages = 20 << 20
