@@ -15,14 +15,14 @@ import (
 // the stacks the runtime copies as they grow, which read its tables. The
 // kernel maps a file 64 KiB at a time around each page the process
 // touches, so a relay that has started holds 16-18 MiB of its 25 MB
-// binary, about 60% of its resident memory in a drain. Relaying itself
-// uses some 11 MiB of them (docs/performance.md, "Memory"). Once an event
-// has gone all the way to Kafka, every path of the steady state has run;
-// the pages it touches again come back as it does, and the rest, start-up's
-// alone, no longer count against the relay. The pages stay in the page
-// cache, where the kernel may reclaim them, so this lowers what the relay
-// holds (its RSS, which the OOM killer weighs) rather than what the node
-// has cached.
+// binary, which was 60% of its peak in a drain. Relaying itself uses some
+// 11 MiB of them (docs/performance.md, "Releasing what start touched").
+// Once an event has gone all the way to Kafka, every path of the steady
+// state has run: the pages it touches again come back as it does, and the
+// rest, start's alone, no longer count against the relay. They stay in the
+// page cache, where the kernel may reclaim them, so this lowers what the
+// relay holds (its RSS, which the OOM killer weighs) rather than what the
+// node has cached.
 func releasePagesAfterStart(ctx context.Context, acked <-chan struct{}, log *slog.Logger) {
 	select {
 	case <-ctx.Done():
