@@ -2,11 +2,8 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // TestBinaryReleasesStartPages runs the built binary. Once Kafka has
@@ -15,18 +12,14 @@ import (
 func TestBinaryReleasesStartPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Postgres(t)
-	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	_, brokers := testenv.Kafka(t)
-	name := uniqueName(t)
-	p := runBinary(t, yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
-	waitSlotActive(ctx, t, pool, name)
-	c := newCollector(t, brokers, "outbox.event.order")
+	e := newEnv(t, cdcKind)
+	p := runBinary(t, e.cdcConfig(""))
+	waitSlotActive(ctx, t, e.pool, e.name)
+	c := newCollector(t, e.brokers, "outbox.event.order")
 
-	ids := insertEvents(ctx, t, pool, 1)
+	ids := insertEvents(ctx, t, e.pool, 1)
 	waitLog(t, p, "released the binary's pages that start touched", time.Minute)
-	ids = append(ids, insertEvents(ctx, t, pool, 5)...)
+	ids = append(ids, insertEvents(ctx, t, e.pool, 5)...)
 	c.readAtLeast(ctx, t, len(ids), time.Minute)
 	for _, id := range ids {
 		if c.ids[id] != 1 {

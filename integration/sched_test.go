@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // TestBinarySchedBatch runs the built binary and reads its threads'
@@ -22,12 +20,7 @@ func TestBinarySchedBatch(t *testing.T) {
 	if attr, err := unix.SchedGetAttr(0, 0); err != nil || attr.Policy != unix.SCHED_NORMAL {
 		t.Skipf("the test runs under a policy of its own, which the relay would keep (%v, %v)", attr, err)
 	}
-	url := testenv.Postgres(t)
-	pool := connectPool(t, url)
-	createOutbox(t, pool, "outbox")
-	_, brokers := testenv.Kafka(t)
-	name := uniqueName(t)
-	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
+	cfg := newEnv(t, cdcKind).cdcConfig("")
 
 	for _, tc := range []struct {
 		env    []string

@@ -120,6 +120,12 @@ func newEnv(t *testing.T, kind sourceKind, kopts ...kfake.Opt) *env {
 	return e
 }
 
+// cdcConfig is the relay binary's configuration for e: source cdc, with
+// the slot and the publication named after the test, and extra appended.
+func (e *env) cdcConfig(extra string) string {
+	return yamlConfig(e.url, e.brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", e.name, e.name)+extra)
+}
+
 func (e *env) start(t *testing.T, rc connector.RunnerConfig, sc sink.Config) *relay {
 	t.Helper()
 	r := startRelay(t, e.kind.open(t, e.url, e.table, e.name), e.brokers, rc, sc)
