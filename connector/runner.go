@@ -378,7 +378,11 @@ loop:
 	}
 	srcStop()
 	if !srcEnded {
-		if err := <-srcDone; err != nil && failure == nil && ctx.Err() == nil {
+		// An error the source ends with once told to stop is its stopping's
+		// business on a stop asked for, unless no new run could get past it
+		// (its slot lost, say): Run returns that one even then.
+		var pe permanentError
+		if err := <-srcDone; err != nil && failure == nil && (ctx.Err() == nil || errors.As(err, &pe)) {
 			failure = err
 			d = decide(failure, r.situation(false))
 		}

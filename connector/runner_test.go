@@ -740,6 +740,23 @@ func TestRunnerPermanentErrorDuringStop(t *testing.T) {
 	}
 }
 
+// TestRunnerPermanentErrorAsSourceStops: a stop asked for with nothing
+// amiss, and the source, as it stops, finds an error no new run can get
+// past (its slot lost, say): Run returns that error, as the relay did not
+// stop cleanly.
+func TestRunnerPermanentErrorAsSourceStops(t *testing.T) {
+	errLost := errors.New("replication slot is gone")
+	src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+		<-ctx.Done()
+		return Permanent(errLost)
+	}}
+	run := start(t, src, newBroker().sink(), RunnerConfig{})
+	run.cancel()
+	if err := run.result(t); !errors.Is(err, errLost) {
+		t.Fatalf("Run: %v; want %v", err, errLost)
+	}
+}
+
 const ownTopic = "outbox.event.order"
 
 // TestRunnerEventErrors: an event that can never be published goes, with
