@@ -379,12 +379,12 @@ loop:
 	srcStop()
 	if !srcEnded {
 		// An error the source ends with once told to stop is its stopping's
-		// business on a stop asked for, unless no new run could get past it
-		// (its slot lost, say): Run returns that one even then.
-		var pe permanentError
-		if err := <-srcDone; err != nil && failure == nil && (ctx.Err() == nil || errors.As(err, &pe)) {
-			failure = err
-			d = decide(failure, r.situation(false))
+		// business on a stop asked for, unless it is one no new run could
+		// get past (its slot lost, say): Run returns a stop even then.
+		if err := <-srcDone; err != nil && failure == nil {
+			if sd := decide(err, r.situation(false)); ctx.Err() == nil || sd.verdict == stop {
+				failure, d = err, sd
+			}
 		}
 	}
 	return d, failure
