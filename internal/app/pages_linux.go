@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -32,9 +30,8 @@ func releaseBinaryPages() (held int64, err error) {
 	if held, err = residentFile(); err != nil {
 		return 0, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	for sc.Scan() {
-		start, end, ok := readOnlyMapping(sc.Text(), exe)
+	for line := range strings.Lines(string(maps)) {
+		start, end, ok := readOnlyMapping(strings.TrimSuffix(line, "\n"), exe)
 		if !ok {
 			continue
 		}
@@ -42,7 +39,7 @@ func releaseBinaryPages() (held int64, err error) {
 			return held, fmt.Errorf("madvise(MADV_DONTNEED) of %s's pages at %#x-%#x: %w", exe, start, end, errno)
 		}
 	}
-	return held, sc.Err()
+	return held, nil
 }
 
 // readOnlyMapping parses a line of /proc/self/maps, "start-end perms
