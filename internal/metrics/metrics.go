@@ -50,8 +50,8 @@ type Metrics struct {
 	// lastUp is when the source was last seen up (or a standby); the
 	// relay's start before it ever was.
 	lastUp time.Time
-	// acked is closed when Kafka first acknowledges an event (ackedOnce
-	// closes it).
+	// acked is closed when Kafka first acknowledges an event; ackedOnce
+	// is set by the settle that closes it, and read first by every other.
 	acked     chan struct{}
 	ackedOnce atomic.Bool
 	// slot, when set, measures from PostgreSQL how long the replication
