@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgident"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgident"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Config is what a user sets for the CDC source.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 func TestConfigReceiveTimeout(t *testing.T) {

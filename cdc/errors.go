@@ -3,8 +3,8 @@ package cdc
 import (
 	"github.com/jackc/pgerrcode"
 
-	"github.com/outboxrelay/outboxrelay/pgsql"
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // SQLSTATEs after which reconnecting cannot help until someone changes the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc/internal/pgoutput"
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // Source is the logical replication [connector.Source].

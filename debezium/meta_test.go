@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
-	"github.com/outboxrelay/outboxrelay/pgsql"
 )
 
 // The router's own connection, which reads the outbox table's column

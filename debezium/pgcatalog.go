@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxrelay/outboxrelay/pgsql"
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // PostgresCatalog is the [Catalog] of the PostgreSQL database at url:

@@ -122,7 +122,7 @@ func escapeProperty(s string, key bool) string {
 // back to the same.
 func FuzzParseFile(f *testing.F) {
 	for _, seed := range []string{
-		exampleJSON,
+		`{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname" : "db", "transforms" : "outbox", "transforms.outbox.type" : "io.debezium.transforms.outbox.EventRouter"}`,
 		"debezium.sink.type=kafka\ndebezium.source.database.password=${PW:x}\n",
 		"name=c\nk=a\\\n  b\n# c\n! d\nx:\\u00e9\n",
 		`{"name": "c", "config": {"a": "${env:X}", "b": 1}}`,

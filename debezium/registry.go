@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/secret"
-	"github.com/outboxrelay/outboxrelay/tlsfiles"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
+	"github.com/outboxrelay/outboxrelay/internal/tlsfiles"
 )
 
 // Subject name strategies: how the subject a schema is registered under is

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // RouterConfig says how the [Router] turns an event into a record. Its

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // converters maps the key, value and header converters.

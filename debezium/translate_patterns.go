@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // TablePatterns are the table.include.list patterns the translation wrote

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 const k8sDir = "kubernetes"
@@ -206,7 +206,7 @@ func TestKustomization(t *testing.T) {
 // Secret's keys as files where the Deployment mounts them, and the
 // container's environment.
 type loadedConfig struct {
-	cfg       *config.Config
+	cfg       *relayConfig
 	container corev1.Container
 }
 
@@ -283,9 +283,8 @@ func loadPodConfig(t *testing.T, m *manifests) loadedConfig {
 	if err != nil {
 		t.Fatalf("--config %s: the ConfigMap has no such key: %v", configPath, err)
 	}
-	// Strictly, as the relay does: an unknown key is an error.
-	var raw config.Config
-	if err := config.Parse(data, &raw); err != nil {
+	var raw relayConfig
+	if err := yaml.Unmarshal(data, &raw); err != nil {
 		t.Fatalf("the ConfigMap's %s: %v", filepath.Base(configPath), err)
 	}
 	// Every file the configuration names must be mounted.
@@ -312,7 +311,7 @@ func loadPodConfig(t *testing.T, m *manifests) loadedConfig {
 	known := knownEnv()
 	var environ []string
 	for _, e := range c.Env {
-		if strings.HasPrefix(e.Name, config.EnvPrefix+"_") && !known[e.Name] {
+		if strings.HasPrefix(e.Name, "OUTBOXRELAY_") && !known[e.Name] {
 			t.Errorf("container env %s sets no key the relay knows (the relay ignores it)", e.Name)
 		}
 		if e.ValueFrom != nil {
@@ -320,7 +319,7 @@ func loadPodConfig(t *testing.T, m *manifests) loadedConfig {
 		}
 		environ = append(environ, e.Name+"="+e.Value)
 	}
-	cfg, err := config.Load(cfgFile, environ)
+	cfg, err := dumpConfig(t, cfgFile, environ)
 	if err != nil {
 		t.Fatalf("the relay would not start with this configuration: %v", err)
 	}
@@ -332,13 +331,80 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// knownEnv is every environment variable that sets a configuration key.
+// knownEnv is every environment variable that sets a configuration key,
+// from the reference the code generates (docs/configuration.md, which a
+// test of the configuration keeps in step).
 func knownEnv() map[string]bool {
+	ref, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		panic(err)
+	}
 	known := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `[^`]+` \\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(config.Reference(), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `[^`]+` \\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(ref), -1) {
 		known[m[1]] = true
 	}
 	return known
+}
+
+// relayConfig is the part of the relay's configuration these tests read,
+// as a file sets it or `outboxrelay config-dump` prints it.
+type relayConfig struct {
+	Source   string `json:"source"`
+	Postgres struct {
+		URLFile      string `json:"url_file"`
+		PasswordFile string `json:"password_file"`
+	} `json:"postgres"`
+	Kafka struct {
+		SASL struct {
+			PasswordFile string `json:"password_file"`
+		} `json:"sasl"`
+		TLS struct {
+			CAFile   string `json:"ca_file"`
+			CertFile string `json:"cert_file"`
+			KeyFile  string `json:"key_file"`
+		} `json:"tls"`
+	} `json:"kafka"`
+	HTTP struct {
+		Listen string `json:"listen"`
+	} `json:"http"`
+	Shutdown struct {
+		Timeout string `json:"timeout"`
+	} `json:"shutdown"`
+	// Memory is what config-dump's last line allows at these settings.
+	Memory memoryNeed `json:"-"`
+}
+
+// memoryNeed is the sizing formula's answer (docs/operations.md#memory-sizing).
+type memoryNeed struct {
+	text                     string
+	peak, base, source, sink int64 // bytes
+}
+
+func (m memoryNeed) String() string { return m.text }
+
+// dumpConfig loads file with environ alone as the relay would, through
+// `outboxrelay config-dump`, which refuses what the relay refuses.
+func dumpConfig(t *testing.T, file string, environ []string) (*relayConfig, error) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t), "config-dump", "--config", file)
+	cmd.Env = environ
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, stderr.Bytes())
+	}
+	var cfg relayConfig
+	if err := yaml.Unmarshal(out, &cfg); err != nil {
+		return nil, fmt.Errorf("config-dump printed no YAML: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^# memory to allow [^:]*: ((\d+) MiB = base (\d+) MiB \+ 2 × \(source (\d+) MiB \+ sink (\d+) MiB\).*)$`).FindSubmatch(out)
+	if m == nil {
+		return nil, fmt.Errorf("config-dump gives no memory to allow:\n%s", out)
+	}
+	mib := func(b []byte) int64 { n, _ := strconv.ParseInt(string(b), 10, 64); return n << 20 }
+	cfg.Memory = memoryNeed{text: string(m[1]), peak: mib(m[2]), base: mib(m[3]), source: mib(m[4]), sink: mib(m[5])}
+	return &cfg, nil
 }
 
 // TestDeploymentMatchesConfig checks the Deployment against the relay's
@@ -350,7 +416,7 @@ func TestDeploymentMatchesConfig(t *testing.T) {
 	lc := loadPodConfig(t, m)
 	cfg, c := lc.cfg, lc.container
 	if len(knownEnv()) < 10 {
-		t.Fatalf("read %d environment variables from config.Reference(); its table changed shape", len(knownEnv()))
+		t.Fatalf("read %d environment variables from docs/configuration.md; its table changed shape", len(knownEnv()))
 	}
 
 	host, portText, err := net.SplitHostPort(cfg.HTTP.Listen)
@@ -406,17 +472,19 @@ func TestDeploymentMatchesConfig(t *testing.T) {
 		t.Errorf("Service targetPort %s is %d%s; http.listen is %q", sp.TargetPort.String(), got, why, cfg.HTTP.Listen)
 	}
 
-	rc := cfg.RunnerConfig()
-	rc.SetDefaults()
+	shutdown, err := time.ParseDuration(cfg.Shutdown.Timeout)
+	if err != nil {
+		t.Fatalf("shutdown.timeout %q: %v", cfg.Shutdown.Timeout, err)
+	}
 	grace := m.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds
 	// After the drain the relay still confirms the checkpoint to
 	// PostgreSQL and closes its connections: leave it a few seconds.
 	const margin = 5 * time.Second
 	switch {
 	case grace == nil:
-		t.Errorf("terminationGracePeriodSeconds is not set; the default 30s is not above shutdown.timeout (%s) + %s", rc.ShutdownTimeout, margin)
-	case time.Duration(*grace)*time.Second < rc.ShutdownTimeout+margin:
-		t.Errorf("terminationGracePeriodSeconds %d is not at least shutdown.timeout (%s) + %s", *grace, rc.ShutdownTimeout, margin)
+		t.Errorf("terminationGracePeriodSeconds is not set; the default 30s is not above shutdown.timeout (%s) + %s", shutdown, margin)
+	case time.Duration(*grace)*time.Second < shutdown+margin:
+		t.Errorf("terminationGracePeriodSeconds %d is not at least shutdown.timeout (%s) + %s", *grace, shutdown, margin)
 	}
 }
 
@@ -486,12 +554,12 @@ func TestDeploymentHardening(t *testing.T) {
 func TestDeploymentMemoryLimit(t *testing.T) {
 	m := loadManifests(t)
 	lc := loadPodConfig(t, m)
-	need := lc.cfg.Memory()
+	need := lc.cfg.Memory
 	lim := lc.container.Resources.Limits.Memory()
 	if lim.IsZero() {
 		t.Fatal("the container has no memory limit")
 	}
-	if lim.Value() < need.Peak() {
+	if lim.Value() < need.peak {
 		t.Errorf("memory limit %s is below the %s that docs/operations.md#memory-sizing gives for the ConfigMap's configuration (source %s): raise the limit, or lower the buffers",
 			lim, need, lc.cfg.Source)
 	}
@@ -503,7 +571,7 @@ func TestDeploymentMemoryLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GOMEMLIMIT %q: %v", e.Value, err)
 		}
-		if live := need.Base + need.Live(); soft.Value() < live {
+		if live := need.base + need.source + need.sink; soft.Value() < live {
 			t.Errorf("GOMEMLIMIT %s is below the %d MiB the relay may have in use (base and live parts of %s)", e.Value, live>>20, need)
 		}
 	}
@@ -624,8 +692,24 @@ func TestKustomizeBuild(t *testing.T) {
 				if err := decodeStrict([]byte(doc), &cm); err != nil {
 					t.Fatalf("the built ConfigMap: %v", err)
 				}
-				var c config.Config
-				if err := config.Parse([]byte(cm.Data["config.yaml"]), &c); err != nil {
+				// The Secret's files, as docs/kubernetes.md creates them,
+				// where the configuration reads them.
+				secrets := t.TempDir()
+				ca, err := os.ReadFile(testenv.NewCerts(t).CAFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, content := range map[string][]byte{"postgres-password": []byte("pw"), "postgres-ca.pem": ca} {
+					if err := os.WriteFile(filepath.Join(secrets, name), content, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				text := strings.ReplaceAll(cm.Data["config.yaml"], "/var/run/secrets/outboxrelay/", secrets+"/")
+				file := filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := dumpConfig(t, file, nil); err != nil {
 					t.Errorf("kustomize %s: the configuration: %v", tc.dir, err)
 				}
 			}

@@ -47,7 +47,7 @@ trap 'rm -rf "$ctx"' EXIT
 
 say "building a static binary, version $VERSION"
 CGO_ENABLED=0 GOOS=linux go build -trimpath \
-	-ldflags "-s -w -X github.com/outboxrelay/outboxrelay/internal/app.Version=$VERSION" \
+	-ldflags "-s -w -X github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/app.Version=$VERSION" \
 	-o "$ctx/outboxrelay" ./cmd/outboxrelay
 cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
 # The entries distroless/static's nonroot variant has.

@@ -20,7 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // compose is the part of compose.yaml the tests read.
@@ -106,11 +106,24 @@ func TestCompose(t *testing.T) {
 	for k, v := range relay.Environment {
 		environ = append(environ, k+"="+v)
 	}
-	cfg, err := config.Load("config.yaml", environ)
+	dump := exec.Command(testenv.Binary(t), "config-dump", "--config", "config.yaml")
+	dump.Env = environ
+	out, err := dump.CombinedOutput()
 	if err != nil {
-		t.Fatalf("config.yaml with compose's environment: %v", err)
+		t.Fatalf("config.yaml with compose's environment: %v\n%s", err, out)
 	}
-	u, err := url.Parse(cfg.Postgres.URL)
+	var cfg struct {
+		Outbox struct{ Table string }
+		CDC    struct{ Publication string }
+		Kafka  struct{ Brokers []string }
+		HTTP   struct{ Listen string }
+	}
+	if err := yaml.Unmarshal(out, &cfg); err != nil {
+		t.Fatalf("config-dump: %v\n%s", err, out)
+	}
+	// config-dump hides the password, which init.sql must match: the URL
+	// as compose sets it.
+	u, err := url.Parse(relay.Environment["OUTBOXRELAY_POSTGRES_URL"])
 	if err != nil {
 		t.Fatal(err)
 	}

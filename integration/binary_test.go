@@ -13,34 +13,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// binary builds cmd/outboxrelay once per test binary and returns its path.
-func binary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "outboxrelay-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "outboxrelay")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/outboxrelay").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+// binary is the outboxrelay binary, built once per test binary.
+func binary(t testing.TB) string { return testenv.Binary(t) }
 
 // proc is the outboxrelay binary running as a child process.
 type proc struct {

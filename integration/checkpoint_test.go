@@ -20,7 +20,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
@@ -110,6 +110,21 @@ func wantSlotLost(t *testing.T, err error, cause cdc.SlotLossCause, want ...stri
 	for _, w := range append(want, "may never reach Kafka", "`outboxrelay backfill --all`", "cdc.on_slot_loss: recreate") {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("the error does not say %q:\n%v", w, err)
+		}
+	}
+}
+
+// wantExitSlotLost checks how a relay process ended on a lost slot: exit
+// 1, its last ERROR record the loss with the recovery.
+func wantExitSlotLost(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var exit *exitError
+	if !errors.As(err, &exit) || exit.code != 1 {
+		t.Fatalf("relay ended with %v; want exit 1 on the lost slot", err)
+	}
+	for _, w := range append(want, "may never reach Kafka", "`outboxrelay backfill --all`", "cdc.on_slot_loss: recreate") {
+		if !strings.Contains(exit.msg, w) {
+			t.Errorf("the last ERROR does not say %q:\n%s", w, exit.msg)
 		}
 	}
 }
@@ -421,9 +436,9 @@ func TestCDCSlotLostHoldsNotReady(t *testing.T) {
 	a.cancel()
 	err := <-a.done
 	a.done = nil
-	var lost *cdc.SlotLostError
-	if !errors.As(err, &lost) {
-		t.Fatalf("stopped relay returned %v; want the SlotLostError", err)
+	var exit *exitError
+	if !errors.As(err, &exit) || !strings.Contains(exit.msg, "replication slot") {
+		t.Fatalf("the stopped relay ended with %v; want exit 1 on the lost slot", err)
 	}
 }
 

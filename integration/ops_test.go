@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,14 +17,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/outboxrelay/outboxrelay/internal/app"
-	"github.com/outboxrelay/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
-// The operations suite runs the whole relay as the binary does (app.Run
-// with a loaded configuration) and watches it from outside, through its
-// HTTP endpoint and its log.
+// The operations suite runs the whole relay, the built binary, and
+// watches it from outside, through its HTTP endpoint and its log.
 
 // endpoint is a relay's HTTP endpoint.
 type endpoint struct {
@@ -32,21 +30,33 @@ type endpoint struct {
 	seen *syncBuffer
 }
 
-// appRelay is app.Run working in the background.
+// appRelay is `outboxrelay run` configured by its environment alone,
+// logging JSON.
 type appRelay struct {
 	endpoint
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
+	p    *proc
+	logs *syncBuffer
+	// done receives how the process ended once it has: nil for exit 0,
+	// else an *exitError.
+	done chan error
 }
 
-// startApp loads the configuration from env, as the binary does, runs it
-// and waits until /readyz passes. A CDC relay captures only what commits
-// after its slot exists and is streamed from; /readyz checks exactly that,
-// so a test may write as soon as startApp returns. (Returning when the HTTP
-// address was logged, before the slot existed, let a workload written at
-// once under load commit partly before the slot: those rows are not
-// captured by design, and TestRelayOverTLSAndSCRAM saw "26 of 40".)
+// exitError is a relay process that exited non-zero, with the reason its
+// last ERROR record gives.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+
+// startApp runs the binary with the configuration env (keys as in the
+// file: "postgres.url") and waits until /readyz passes. A CDC relay
+// captures only what commits after its slot exists and is streamed from;
+// /readyz checks exactly that, so a test may write as soon as startApp
+// returns. (Returning when the HTTP address was logged, before the slot
+// existed, let a workload written at once under load commit partly before
+// the slot: those rows are not captured by design.)
 func startApp(t *testing.T, env map[string]string) *appRelay {
 	t.Helper()
 	a := launchApp(t, env)
@@ -59,24 +69,24 @@ func startApp(t *testing.T, env map[string]string) *appRelay {
 // it returns once the HTTP endpoint listens.
 func launchApp(t *testing.T, env map[string]string) *appRelay {
 	t.Helper()
-	var environ []string
+	environ := []string{"OUTBOXRELAY_LOG_FORMAT=json"}
 	for k, v := range env {
-		environ = append(environ, config.EnvName(k)+"="+v)
+		environ = append(environ, "OUTBOXRELAY_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
 	}
-	cfg, err := config.Load("", environ)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	a := &appRelay{endpoint: endpoint{seen: &syncBuffer{}}, logs: &syncBuffer{}, done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	go func() { a.done <- app.Run(ctx, cfg, app.NewLogger(a.logs, cfg.Log.Level, "json")) }()
-	t.Cleanup(func() {
-		a.stop(t)
-		if t.Failed() {
-			t.Logf("relay log:\n%s", a.logs.String())
+	a := &appRelay{endpoint: endpoint{seen: &syncBuffer{}}, done: make(chan error, 1)}
+	a.p = startBinary(t, []string{"run"}, environ...)
+	a.logs = a.p.out
+	exited := make(chan struct{})
+	go func() {
+		_ = a.p.cmd.Wait()
+		close(exited)
+		if code := a.p.cmd.ProcessState.ExitCode(); code != 0 {
+			a.done <- &exitError{code: code, msg: lastError(a.logs.String())}
+		} else {
+			a.done <- nil
 		}
-	})
+	}()
+	t.Cleanup(func() { a.stop(t) })
 
 	deadline := time.Now().Add(30 * time.Second)
 	for a.base == "" {
@@ -86,8 +96,8 @@ func launchApp(t *testing.T, env map[string]string) *appRelay {
 			}
 		}
 		select {
-		case err := <-a.done:
-			t.Fatalf("relay stopped before serving: %v\n%s", err, a.logs.String())
+		case <-exited:
+			t.Fatalf("relay stopped before serving: %v\n%s", <-a.done, a.logs.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -95,6 +105,28 @@ func launchApp(t *testing.T, env map[string]string) *appRelay {
 		}
 	}
 	return a
+}
+
+// lastError is the err of the last ERROR record in a JSON log, or the
+// last line when none is.
+func lastError(logs string) string {
+	var msg string
+	for line := range strings.Lines(logs) {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil {
+			msg = strings.TrimSpace(line)
+			continue
+		}
+		if l["level"] == "ERROR" {
+			msg, _ = l["err"].(string)
+		}
+	}
+	return msg
+}
+
+// cancel asks the relay to stop, as SIGTERM does.
+func (a *appRelay) cancel() {
+	_ = a.p.cmd.Process.Signal(syscall.SIGTERM)
 }
 
 func (a *appRelay) stop(t *testing.T) {

@@ -239,7 +239,7 @@ func TestCDCLateRestoreStops(t *testing.T) {
 	a.cancel()
 	err = <-a.done
 	a.done = nil
-	wantSlotLost(t, err, cdc.CauseRestored, "never received", "restored from a backup", "still holds every change committed here")
+	wantExitSlotLost(t, err, "never received", "restored from a backup", "still holds every change committed here")
 
 	// The recovery the ERROR gives: one start with cdc.on_slot_loss
 	// recreate, from the slot as the copy left it.

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgident"
-	"github.com/outboxrelay/outboxrelay/pgsql"
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/internal/pgident"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // Mode says what becomes of a row once Kafka has it.

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 func TestConfigDefaults(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/outboxrelay/outboxrelay/pgident"
+	"github.com/outboxrelay/outboxrelay/internal/pgident"
 )
 
 // sqlNames are the quoted names the poller's SQL uses, worked out once from

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // listener owns the connection that LISTENs for the table's notifications

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/tlsfiles"
+	"github.com/outboxrelay/outboxrelay/internal/tlsfiles"
 )
 
 // TLS is the client side of TLS to the brokers.

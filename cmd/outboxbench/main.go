@@ -22,7 +22,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/outboxrelay/outboxrelay/internal/bench"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxbench/internal/bench"
 )
 
 func main() {
@@ -45,11 +45,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// A busy neighbour (-neighbour), in a process of its own.
 		return bench.NeighbourMain(ctx, args[1:], os.Stdin, stderr)
 	}
-	if len(args) > 0 && args[0] == "relay" {
-		// The relay itself, with profiling: the benchmark runs this as a
-		// child process when -profile is given.
-		return bench.RelayMain(ctx, args[1:], stderr)
-	}
 
 	var cfg bench.Config
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
@@ -65,7 +60,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RateDuration, "rate-duration", 0, "how long each rate is held (default 10s)")
 	fs.IntVar(&cfg.LatencyTxnRows, "latency-txn", 10, "rows per transaction at the steady rates")
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "outboxrelay binary to measure (default: ./cmd/outboxrelay built as docker/Dockerfile builds it, static)")
-	fs.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of the one-instance drains' and the latency phase's relays to this directory")
 	fs.StringVar(&cfg.RelayLogDir, "relay-log", "", "keep each relay's output in this directory")
 	fs.BoolVar(&cfg.BrokerProcess, "broker-process", false, "run the kfake broker in a process of its own, as a real broker runs apart from the relay")
 	fs.DurationVar(&cfg.ProduceDelay, "produce-delay", 0, "hold every produce request this long before the broker answers, as a replicated cluster's acks=all does")

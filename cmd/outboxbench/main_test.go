@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxrelay/outboxrelay/internal/bench"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxbench/internal/bench"
 	"github.com/outboxrelay/outboxrelay/internal/localpg"
 )
 

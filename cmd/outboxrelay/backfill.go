@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
-	"github.com/outboxrelay/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/app"
 )
 
 var backfillUsage = commandUsage{

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/internal/check"
-	"github.com/outboxrelay/outboxrelay/internal/config"
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/check"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // errCheckFailed makes the process exit non-zero after a report with a
@@ -82,6 +82,8 @@ Prints the effective configuration (the file, the environment over it, the
 defaults) as YAML, with secrets hidden; a configuration with problems is
 refused, every problem listed. The Debezium routing keys and schema_registry
 are shown as set, without their defaults (docs/configuration.md has them).
+The last line is the memory to allow the relay at these settings
+(docs/operations.md#memory-sizing).
 `,
 	docs: "docs/operations.md; docs/configuration.md (every key)",
 }
@@ -101,6 +103,9 @@ func configDump(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = stdout.Write(b)
+	if _, err := stdout.Write(b); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "# memory to allow (docs/operations.md#memory-sizing): %s\n", cfg.Memory())
 	return err
 }

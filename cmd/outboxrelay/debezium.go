@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/debezium"
-	"github.com/outboxrelay/outboxrelay/internal/config"
 )
 
 var debeziumUsage = commandUsage{

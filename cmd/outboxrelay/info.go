@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/outboxrelay/outboxrelay/internal/app"
-	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 )
 
 var versionUsage = commandUsage{

@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
-	"github.com/outboxrelay/outboxrelay/internal/config"
-	"github.com/outboxrelay/outboxrelay/internal/initsql"
-	"github.com/outboxrelay/outboxrelay/pgident"
-	"github.com/outboxrelay/outboxrelay/pgsql"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/initsql"
+	"github.com/outboxrelay/outboxrelay/internal/pgident"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 	"github.com/outboxrelay/outboxrelay/poller"
-	"github.com/outboxrelay/outboxrelay/secret"
 )
 
 // envAdminURL names the connection string --apply uses when --admin-url is

@@ -7,11 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/outboxrelay/outboxrelay/secret"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 func main() {
@@ -26,6 +27,9 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.As(err, new(loggedError)) {
+		return 1
+	}
 	if errors.As(err, new(usageError)) {
 		// It starts with the command's name already.
 		fmt.Fprintln(stderr, err)
@@ -35,6 +39,24 @@ func exitCode(err error, stderr io.Writer) int {
 	// string, password and all (secret.RedactError).
 	fmt.Fprintln(stderr, "outboxrelay:", secret.RedactError(err))
 	return 1
+}
+
+// loggedError is an error a command has already logged as its last
+// ERROR record, in the configured log format, so that a log pipeline sees
+// why the process stopped; main prints nothing more for it.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return e.err.Error() }
+func (e loggedError) Unwrap() error { return e.err }
+
+// logExit logs err, the reason the command stops, as its last ERROR
+// record and returns it marked as logged; nil stays nil.
+func logExit(log *slog.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	log.Error("outboxrelay stopped", "component", "app", "err", secret.RedactError(err).Error())
+	return loggedError{err}
 }
 
 // run parses the command line and runs the command it names.

@@ -34,7 +34,7 @@ type build struct {
 var (
 	buildDir  string
 	plain     = &build{}
-	versioned = &build{ldflags: "-X github.com/outboxrelay/outboxrelay/internal/app.Version=" + testVersion}
+	versioned = &build{ldflags: "-X github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/app.Version=" + testVersion}
 )
 
 func TestMain(m *testing.M) {

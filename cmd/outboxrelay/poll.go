@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/outboxrelay/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/poller"
 )
 

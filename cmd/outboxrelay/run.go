@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/outboxrelay/outboxrelay/internal/app"
-	"github.com/outboxrelay/outboxrelay/internal/demo"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/app"
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/demo"
 )
 
 var runUsage = commandUsage{
@@ -42,7 +42,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		flags = append(flags, "--config", *path)
 	}
 	app.TuneRuntime(cfg)
-	return app.Run(ctx, cfg, log, flags...)
+	return logExit(log, app.Run(ctx, cfg, log, flags...))
 }
 
 var demoUsage = commandUsage{

@@ -1,0 +1,155 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+)
+
+func (c *pgCheck) checkSlot(ctx context.Context, pcfg *pgx.ConnConfig) {
+	cc := &c.cdc
+	slot := cc.Slot
+	var plugin, database, walStatus string
+	var lag, safe *int64
+	var pid *int32
+	var temporary bool
+	err := c.conn.QueryRow(ctx, `
+		SELECT coalesce(plugin, ''), coalesce(database, ''), temporary, coalesce(wal_status, ''), active_pid,
+		       pg_wal_lsn_diff(`+pgsql.WALEnd+`, confirmed_flush_lsn)::bigint, safe_wal_size
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &database, &temporary, &walStatus, &pid, &lag, &safe)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var free int
+		if err := c.conn.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)`).Scan(&free); err == nil && free <= 0 {
+			c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q does not exist, and every one of max_replication_slots is in use", slot),
+				"drop a slot nobody reads (SELECT pg_drop_replication_slot('...')), or raise max_replication_slots and restart PostgreSQL")
+			return
+		}
+		c.r.add(Warn, CheckSlot, fmt.Sprintf("slot %q does not exist yet; the relay creates it when it first starts, and it captures only what commits after that", slot),
+			fmt.Sprintf("create it now, before the application writes events, so none is missed: SELECT pg_create_logical_replication_slot('%s', 'pgoutput'); (outboxrelay init does)", slot))
+		return
+	}
+	if err != nil {
+		c.r.add(Fail, CheckSlot, "cannot look up the slot: "+err.Error(), "")
+		return
+	}
+	switch {
+	case plugin != "pgoutput":
+		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q uses plugin %q; the relay needs pgoutput", slot, plugin), "set cdc.slot to another name, or drop this slot if nothing else reads it")
+		return
+	case database != pcfg.Database:
+		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q belongs to database %q, not %q", slot, database, pcfg.Database), "set cdc.slot to another name")
+		return
+	case walStatus == "lost":
+		c.r.add(Fail, CheckSlot, fmt.Sprintf("slot %q has lost WAL it needed (wal_status lost): events committed while it fell behind are gone from it", slot),
+			"drop and recreate the slot, then republish what the outbox table still holds; raise max_slot_wal_keep_size so it does not happen again")
+		return
+	}
+	detail := fmt.Sprintf("slot %q (pgoutput), wal_status %s, %s behind the server", slot, walStatus, bytesText(lag))
+	if safe != nil {
+		detail += fmt.Sprintf(", %s left before max_slot_wal_keep_size", bytesText(safe))
+	} else {
+		detail += "; max_slot_wal_keep_size is -1, so the slot may hold back WAL without bound while the relay is down (set it, and alert on OutboxRelaySlotWALRetained)"
+	}
+	detail += "; " + c.failoverText(ctx, slot)
+	switch {
+	case walStatus == "unreserved":
+		c.r.add(Warn, CheckSlot, detail+"; the WAL it needs is about to be removed",
+			"start the relay (or find why it is behind) now; raise max_slot_wal_keep_size")
+	case pid != nil:
+		c.r.add(Warn, CheckSlot, fmt.Sprintf("%s; in use by PID %d, so another relay cannot start on it", detail, *pid),
+			fmt.Sprintf("nothing if that is your running relay; otherwise see SELECT * FROM pg_stat_replication WHERE pid = %d", *pid))
+	case lag != nil && *lag > 1<<30:
+		c.r.add(Warn, CheckSlot, detail+"; the slot holds back that much WAL on the server's disk", "start the relay, or drop the slot if it is no longer used")
+	default:
+		c.r.pass(CheckSlot, "%s; not in use", detail)
+	}
+}
+
+// failoverText says whether the slot survives a failover: only a failover
+// slot does (PostgreSQL 17 and later, synchronized to a standby with
+// sync_replication_slots); before 17 no slot does, and the relay's
+// checkpoint is what makes the loss loud.
+func (c *pgCheck) failoverText(ctx context.Context, slot string) string {
+	if c.facts.InRecovery {
+		return "a slot of this standby: a promotion of this standby keeps it, a failover to another server does not"
+	}
+	version := c.facts.VersionNum
+	if version < 170000 {
+		return fmt.Sprintf("not a failover slot (PostgreSQL %d has none): a promoted standby does not have it, and the relay then stops on the lost slot (docs/guarantees.md#a-lost-replication-slot)", version/10000)
+	}
+	var failover bool
+	if err := c.conn.QueryRow(ctx, failoverQuery, slot).Scan(&failover); err != nil {
+		return "whether it is a failover slot is unknown: " + err.Error()
+	}
+	if !failover {
+		return "not a failover slot: a promoted standby does not have it; ALTER_REPLICATION_SLOT on a replication connection, or drop it and let the relay create it (cdc.failover_slot)"
+	}
+	return "a failover slot: a standby with sync_replication_slots keeps it; " + c.standbySyncText(ctx)
+}
+
+// standbySyncText says whether a standby is set up to keep the failover
+// slot, as far as the primary can tell: whether a standby's slot sync
+// worker is connected (sync_replication_slots on a standby), and whether
+// synchronized_standby_slots holds the relay back to what a standby has.
+// Without the latter, a standby promoted while behind has WAL that ends
+// before the relay's checkpoint, and the relay stops on the lost slot
+// rather than go on (TestFailoverSlotStandbyBehindStopsLoudly).
+func (c *pgCheck) standbySyncText(ctx context.Context) string {
+	var workers int
+	var standbySlots string
+	var inactive []string
+	err := c.conn.QueryRow(ctx, standbySyncQuery).Scan(&workers, &standbySlots, &inactive)
+	if err != nil {
+		return "whether a standby syncs it is unknown: " + err.Error()
+	}
+	var text string
+	if workers > 0 {
+		text = "a standby's slot sync worker is connected (sync_replication_slots)"
+	} else {
+		text = "no standby's slot sync worker is connected (or this role cannot see it): a promoted standby has the slot only if it runs with sync_replication_slots = on, hot_standby_feedback = on, primary_slot_name set and a dbname in primary_conninfo"
+	}
+	if standbySlots == "" {
+		return text + "; synchronized_standby_slots is empty, so the relay may receive changes a standby has not: after a failover to that standby the relay stops on the lost slot (server behind); set synchronized_standby_slots to the standby's physical slot"
+	}
+	text += fmt.Sprintf("; synchronized_standby_slots is %q: the relay receives only what those standbys have", standbySlots)
+	if len(inactive) > 0 {
+		text += fmt.Sprintf(", but no standby streams through %s now, and the relay receives nothing past what it has until one does (or the slot leaves the list)", strings.Join(inactive, ", "))
+	}
+	return text
+}
+
+// standbySyncQuery counts the slot sync workers of standbys connected
+// here (they name their connection so when primary_conninfo sets no
+// application_name), and reads synchronized_standby_slots with those of
+// its physical slots that no standby streams through.
+const standbySyncQuery = `
+	SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '%slotsync worker')::int,
+	       current_setting('synchronized_standby_slots'),
+	       coalesce(ARRAY(SELECT s FROM unnest(string_to_array(replace(current_setting('synchronized_standby_slots'), ' ', ''), ',')) s
+	              WHERE s <> '' AND NOT EXISTS (SELECT 1 FROM pg_replication_slots r WHERE r.slot_name = s AND r.active)), '{}')`
+
+// failoverQuery reads pg_replication_slots.failover, which PostgreSQL 17
+// added.
+const failoverQuery = `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`
+
+func bytesText(n *int64) string {
+	if n == nil {
+		return "? bytes"
+	}
+	v := float64(*n)
+	for _, unit := range []string{"bytes", "KiB", "MiB", "GiB"} {
+		if v < 1024 || unit == "GiB" {
+			if unit == "bytes" {
+				return fmt.Sprintf("%d bytes", *n)
+			}
+			return fmt.Sprintf("%.1f %s", v, unit)
+		}
+		v /= 1024
+	}
+	return ""
+}
