@@ -198,10 +198,10 @@ func TestBadInputDeepJSONExpansionStops(t *testing.T) {
 	if code == 0 {
 		t.Errorf("outboxrelay exited with 0 on an event it could not publish")
 	}
-	// The relay's last word, on stderr, is the error it stopped with.
+	// The relay's last word is the ERROR record of the error it stopped with.
 	out := p.out.String()
-	last := lastLines(strings.TrimSpace(out), 1)
-	for _, want := range []string{"outboxrelay: outbox event " + bad, "nests 100000 levels deep", "more than the 1000"} {
+	last := p.stopReason(t)
+	for _, want := range []string{"outbox event " + bad, "nests 100000 levels deep", "more than the 1000"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the error the relay stopped with does not say %q: %s", want, last)
 		}

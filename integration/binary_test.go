@@ -3,10 +3,12 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,3 +153,27 @@ func peakRSS(t testing.TB, p *proc) int64 {
 	}
 	return hwm
 }
+
+// stopReason is the error the process stopped with: the err of its last
+// record, which must be the ERROR "outboxrelay stopped", in either log
+// format.
+func (p *proc) stopReason(t testing.TB) string {
+	t.Helper()
+	last := lastLines(strings.TrimSpace(p.out.String()), 1)
+	var rec map[string]any
+	if json.Unmarshal([]byte(last), &rec) == nil {
+		if rec["level"] == "ERROR" && rec["msg"] == "outboxrelay stopped" {
+			msg, _ := rec["err"].(string)
+			return msg
+		}
+	} else if m := textStopRecord.FindStringSubmatch(last); m != nil {
+		if msg, err := strconv.Unquote(m[1]); err == nil {
+			return msg
+		}
+	}
+	t.Fatalf("the last line is not the ERROR record of the stop: %s", last)
+	return ""
+}
+
+// textStopRecord is the text format's ERROR record of a stop.
+var textStopRecord = regexp.MustCompile(`level=ERROR msg="outboxrelay stopped" .*\berr=("(?:[^"\\]|\\.)*")$`)

@@ -183,7 +183,7 @@ func TestDebeziumPreciseNumericRefusedWithProtobuf(t *testing.T) {
 			if code := p.exit(t, 60*time.Second); code == 0 {
 				t.Fatalf("outboxrelay exited with 0; want it to refuse the numeric envelope field:\n%s", p.out.String())
 			}
-			out := p.out.String()
+			out := p.stopReason(t)
 			for _, want := range []string{`envelope field amount column "amount" has type numeric`, "org.apache.kafka.connect.data.Decimal", "routing.decimal_handling"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("the output does not say %q:\n%s", want, lastLines(out, 20))

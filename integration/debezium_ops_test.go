@@ -88,8 +88,8 @@ func TestDebeziumInvalidOpFatal(t *testing.T) {
 		t.Errorf("outboxrelay exited with 0 on an UPDATE of an outbox row with table.op.invalid.behavior=fatal")
 	}
 	out := p.out.String()
-	last := lastLines(strings.TrimSpace(out), 1)
-	for _, want := range []string{"outboxrelay: outbox event " + before, "UPDATE of a row of outbox table inventory.outboxevent", "table.op.invalid.behavior=fatal"} {
+	last := p.stopReason(t)
+	for _, want := range []string{"outbox event " + before, "UPDATE of a row of outbox table inventory.outboxevent", "table.op.invalid.behavior=fatal"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the error the relay stopped with does not say %q: %s", want, last)
 		}

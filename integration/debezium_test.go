@@ -447,7 +447,7 @@ func TestDebeziumPassThroughNeedsDelegate(t *testing.T) {
 	if code := p.exit(t, 30*time.Second); code == 0 {
 		t.Fatalf("outboxrelay exited with 0; want it to refuse the jsonb payload")
 	}
-	out := p.out.String()
+	out := p.stopReason(t)
 	for _, want := range []string{`value column "payload" has type jsonb`, "make the column bytea", "routing.value_delegate_format", "value.converter.delegate.converter.type"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output does not say %q:\n%s", want, out)

@@ -263,7 +263,7 @@ func TestDebeziumProtobufIncompatible(t *testing.T) {
 	if code := p.exit(t, time.Minute); code == 0 {
 		t.Fatal("outboxrelay exited with 0, want an error for the refused schema")
 	}
-	out := p.out.String()
+	out := p.stopReason(t)
 	for _, s := range []string{id, `"Order.events-value"`, "incompatible", "409", "MESSAGE_REMOVED"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the output does not say %q:\n%s", s, out)
