@@ -14,6 +14,7 @@ import (
 var backfillUsage = commandUsage{
 	text: `Usage: outboxrelay backfill --config FILE (--after-checkpoint | --since TIME | --all)
                             [--timestamp-column COLUMN] [--margin D]
+       outboxrelay backfill --debezium-config FILE [--config FILE] ...
 
 After a lost replication slot, publishes again the outbox rows the table
 still holds that were committed after the checkpoint (or since TIME, or
@@ -41,8 +42,7 @@ table.
 // backfillCmd is `outboxrelay backfill`.
 func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("outboxrelay backfill", backfillUsage)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-	dbz := fs.String("debezium-config", "", "Debezium connector config, as for run")
+	cf := addConfigFlags(fs)
 	after := fs.Bool("after-checkpoint", false, "rows committed after the checkpoint's last event (its commit time)")
 	since := fs.String("since", "", "rows committed at or after this time (RFC 3339, e.g. 2026-11-25T10:00:00Z)")
 	all := fs.Bool("all", false, "every row in the table")
@@ -75,7 +75,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *margin < 0 {
 		return misuse("--margin %s is negative", *margin)
 	}
-	cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
+	cfg, notes, err := cf.load(os.Environ())
 	if err != nil {
 		return configProblems(err)
 	}

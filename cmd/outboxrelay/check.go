@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/check"
-	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
@@ -20,6 +19,7 @@ var errCheckFailed = errors.New("check failed: see the FAIL lines and their fixe
 
 var checkUsage = commandUsage{
 	text: `Usage: outboxrelay check --config FILE [--json] [--timeout D]
+       outboxrelay check --debezium-config FILE [--config FILE] [--json] [--timeout D]
 
 Connects to PostgreSQL and Kafka as the relay would, changes nothing, and
 prints a line for each thing the configuration needs (the connection, the
@@ -33,15 +33,20 @@ fix under each problem. Exits 1 when any line fails.
 // set up, with the fix for each problem.
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("outboxrelay check", checkUsage)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+	cf := addConfigFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on each connection attempt")
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, os.Environ())
+	cfg, notes, err := cf.load(os.Environ())
 	if err != nil {
 		return configProblems(err)
+	}
+	// What the translation said of each option not simply mapped, on
+	// stderr so that the report (and its JSON) stays as it is.
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "outboxrelay check: Debezium option %s\n", n)
 	}
 	// With several outbox tables (outbox.tables), a report per table,
 	// one after the other (with --json, one JSON object each).
@@ -77,6 +82,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 var configDumpUsage = commandUsage{
 	text: `Usage: outboxrelay config-dump --config FILE
+       outboxrelay config-dump --debezium-config FILE [--config FILE]
 
 Prints the effective configuration (the file, the environment over it, the
 defaults) as YAML, with secrets hidden; a configuration with problems is
@@ -91,11 +97,11 @@ The last line is the memory to allow the relay at these settings
 // configDump prints the effective configuration, secrets hidden.
 func configDump(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("outboxrelay config-dump", configDumpUsage)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+	cf := addConfigFlags(fs)
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, os.Environ())
+	cfg, _, err := cf.load(os.Environ())
 	if err != nil {
 		return configProblems(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,28 +131,68 @@ func translateFile(path string, environ []string) (*debezium.Translation, error)
 	}), nil
 }
 
-// loadRunConfig loads the configuration of `run`: the native file, or the
-// Debezium file translated with the native file (if any) on top; the
-// environment overrides both.
-func loadRunConfig(path, debeziumPath string, environ []string) (*config.Config, []debezium.Note, error) {
-	if debeziumPath == "" {
-		cfg, err := config.Load(path, environ)
+// configFlags are how every command that reads the configuration takes
+// it: a file (--config), a Debezium connector's configuration under it
+// (--debezium-config), the environment over both.
+type configFlags struct {
+	path, debezium *string
+}
+
+// addConfigFlags defines --config and --debezium-config on fs.
+func addConfigFlags(fs *flag.FlagSet) configFlags {
+	return configFlags{
+		path:     fs.String("config", "", "configuration file (YAML); the environment overrides it"),
+		debezium: fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it"),
+	}
+}
+
+// args are the flags as given, for a command line printed for the user.
+func (f configFlags) args() []string {
+	var args []string
+	if *f.debezium != "" {
+		args = append(args, "--debezium-config", *f.debezium)
+	}
+	if *f.path != "" {
+		args = append(args, "--config", *f.path)
+	}
+	return args
+}
+
+// load loads and validates the configuration the flags name, with the
+// notes of its Debezium translation, if any.
+func (f configFlags) load(environ []string) (*config.Config, []debezium.Note, error) {
+	return f.read(environ, true)
+}
+
+// read is load, validating only when validate is set: for commands that
+// use part of the configuration (init).
+func (f configFlags) read(environ []string, validate bool) (*config.Config, []debezium.Note, error) {
+	if *f.debezium == "" {
+		if validate {
+			cfg, err := config.Load(*f.path, environ)
+			return cfg, nil, err
+		}
+		cfg, err := config.Read(*f.path, environ)
 		return cfg, nil, err
 	}
-	t, err := translateFile(debeziumPath, environ)
+	t, err := translateFile(*f.debezium, environ)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := t.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%s cannot run as it is (outboxrelay debezium translate %s shows every note):\n%w", debeziumPath, debeziumPath, err)
+		return nil, nil, fmt.Errorf("%s cannot run as it is (outboxrelay debezium translate %s shows every note):\n%w", *f.debezium, *f.debezium, err)
 	}
 	translated, err := t.YAML(true)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := config.LoadTranslated(translated, path, environ)
+	load := config.LoadTranslated
+	if !validate {
+		load = config.ReadTranslated
+	}
+	cfg, err := load(translated, *f.path, environ)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", debeziumPath, err)
+		return nil, nil, fmt.Errorf("%s: %w", *f.debezium, err)
 	}
 	return cfg, t.Notes, nil
 }

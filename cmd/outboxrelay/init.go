@@ -27,6 +27,7 @@ const envAdminURL = "OUTBOXRELAY_INIT_ADMIN_URL"
 
 var initUsage = commandUsage{
 	text: `Usage: outboxrelay init --config FILE [--role NAME] [--apply [--admin-url URL]]
+       outboxrelay init --debezium-config FILE [--config FILE] [--role NAME] [--apply [--admin-url URL]]
 
 Prints the SQL that sets up the database for the configuration: the outbox
 table, the publication and replication slot (source: cdc) or the poller's
@@ -40,7 +41,7 @@ least-privilege role for the relay. Every statement can be run again.
 // and with --apply runs it.
 func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("outboxrelay init", initUsage)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
+	cf := addConfigFlags(fs)
 	role := fs.String("role", "", "the relay's role (default: the user of postgres.url)")
 	apply := fs.Bool("apply", false, "run the SQL (as --admin-url), not just print it")
 	adminURL := fs.String("admin-url", "", "connection string of a superuser for --apply (default: $"+envAdminURL+", else postgres.url); its database is replaced by postgres.url's")
@@ -49,7 +50,7 @@ func initCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := config.Read(*path, os.Environ())
+	cfg, _, err := cf.read(os.Environ(), false)
 	if err != nil {
 		return err
 	}

@@ -23,24 +23,17 @@ file; a configuration with problems is refused, every problem listed.
 // runCmd is `outboxrelay run`: the relay itself.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("outboxrelay run", runUsage)
-	path := fs.String("config", "", "configuration file (YAML); the environment overrides it")
-	dbz := fs.String("debezium-config", "", "Debezium connector config (Kafka Connect JSON or .properties, Debezium Server application.properties); --config and the environment add to it")
+	cf := addConfigFlags(fs)
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, notes, err := loadRunConfig(*path, *dbz, os.Environ())
+	cfg, notes, err := cf.load(os.Environ())
 	if err != nil {
 		return configProblems(err)
 	}
 	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	logDebeziumNotes(log, notes)
-	var flags []string
-	if *dbz != "" {
-		flags = append(flags, "--debezium-config", *dbz)
-	}
-	if *path != "" {
-		flags = append(flags, "--config", *path)
-	}
+	flags := cf.args()
 	app.TuneRuntime(cfg)
 	return logExit(log, app.Run(ctx, cfg, log, flags...))
 }

@@ -20,23 +20,29 @@ import (
 
 // Check names, as the report shows them.
 const (
-	CheckPGConnection  = "postgres connection"
-	CheckPGTLS         = "postgres TLS"
-	CheckPooler        = "connection pooler"
-	CheckWalLevel      = "wal_level"
-	CheckRole          = "role privileges"
-	CheckTable         = "outbox table"
-	CheckTableGrants   = "table privileges"
-	CheckColumns       = "outbox columns"
-	CheckPublication   = "publication"
-	CheckSlot          = "replication slot"
-	CheckDeadLetter    = "dead-letter table"
-	CheckTrigger       = "notify trigger"
-	CheckKafka         = "kafka connection"
-	CheckKafkaTLS      = "kafka TLS"
-	CheckKafkaSASL     = "kafka SASL"
-	CheckKafkaTopics   = "kafka topics"
-	maxAggregateSample = 1000
+	CheckPGConnection = "postgres connection"
+	CheckPGTLS        = "postgres TLS"
+	CheckPooler       = "connection pooler"
+	CheckWalLevel     = "wal_level"
+	CheckRole         = "role privileges"
+	CheckTable        = "outbox table"
+	CheckTableGrants  = "table privileges"
+	CheckColumns      = "outbox columns"
+	CheckPublication  = "publication"
+	CheckSlot         = "replication slot"
+	// CheckSlotWALLimit, CheckSlotIdleTimeout and CheckSlotFailover are
+	// what may take the slot away: the WAL it may keep, an idle timeout,
+	// a failover.
+	CheckSlotWALLimit    = "slot WAL limit"
+	CheckSlotIdleTimeout = "slot idle timeout"
+	CheckSlotFailover    = "failover slot"
+	CheckDeadLetter      = "dead-letter table"
+	CheckTrigger         = "notify trigger"
+	CheckKafka           = "kafka connection"
+	CheckKafkaTLS        = "kafka TLS"
+	CheckKafkaSASL       = "kafka SASL"
+	CheckKafkaTopics     = "kafka topics"
+	maxAggregateSample   = 1000
 )
 
 // pgFacts are what the Kafka checks learn from PostgreSQL.
@@ -81,7 +87,7 @@ func checkPostgres(ctx context.Context, r *Report, cfg *config.Config, o options
 	c.cdc.SetDefaults()
 	later := []string{CheckPooler, CheckPGTLS, CheckTable, CheckTableGrants, CheckColumns, CheckDeadLetter, CheckTrigger}
 	if cfg.Source == "cdc" {
-		later = []string{CheckPooler, CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot}
+		later = []string{CheckPooler, CheckPGTLS, CheckWalLevel, CheckRole, CheckTable, CheckTableGrants, CheckColumns, CheckPublication, CheckSlot, CheckSlotWALLimit, CheckSlotIdleTimeout, CheckSlotFailover}
 	}
 
 	// The network bounds as the relay has them (keepalive,

@@ -170,3 +170,9 @@ func (c *Config) validateDebezium() error {
 func LoadTranslated(translated []byte, path string, environ []string) (*Config, error) {
 	return load(translated, path, environ, true)
 }
+
+// ReadTranslated is Read with a translated Debezium configuration under
+// the file, for `init --debezium-config`.
+func ReadTranslated(translated []byte, path string, environ []string) (*Config, error) {
+	return load(translated, path, environ, false)
+}
