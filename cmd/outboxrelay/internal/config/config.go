@@ -191,10 +191,15 @@ func load(base []byte, path string, environ []string, validate bool) (*Config, e
 func Parse(data []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return err
+	err := dec.Decode(c)
+	var te *yaml.TypeError
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, &te):
+		return explainTypos(te)
 	}
-	return nil
+	return err
 }
 
 // setDefaults fills in every default, each from the SetDefaults of the

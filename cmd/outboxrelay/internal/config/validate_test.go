@@ -75,7 +75,7 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 			file: "source: cdcx\nkafka_brokers: [k:9092]\npostgres:\n  url: postgres://u@h/db\n",
 			env:  []string{"OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES=lots", "OUTBOXRELAY_LOG_LEVEL=loud"},
 			want: []string{
-				"field kafka_brokers not found", `OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES: "lots" is not a whole number`,
+				"kafka_brokers is not a key; did you mean kafka.brokers", `OUTBOXRELAY_KAFKA_MAX_BUFFERED_BYTES: "lots" is not a whole number`,
 				`source: "cdcx"`, "kafka.brokers: at least one broker", `log.level: "loud"`,
 			},
 		},
