@@ -51,11 +51,13 @@ var samples = [][]sample{
 	{{"public.outbox", "customer", "7", "CustomerCreated", `{"customer": 7, "name": "Grace"}`}},
 }
 
-// Run runs the demo, printing the records to out and the relay's log to logw.
+// Run runs the demo, printing what it does and the records to out, and
+// the relay's warnings and errors, if any, to logw: a demo that works
+// shows its records and a few lines of its own, not the relay's log.
 func Run(ctx context.Context, out, logw io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	log := app.NewLogger(logw, "info", "text")
+	log := app.NewLogger(logw, "warn", "text")
 
 	fmt.Fprintln(out, "starting a throwaway PostgreSQL (wal_level=logical) ...")
 	pg, err := localpg.Start(ctx, localpg.Options{Logger: log})
@@ -123,6 +125,7 @@ func Run(ctx context.Context, out, logw io.Writer) error {
 		return readErr
 	}
 	fmt.Fprintln(out, "\nevery committed event reached Kafka: keyed by aggregate id, in commit order per aggregate.")
+	fmt.Fprintln(out, "next: point outboxrelay at your database with docs/getting-started.md (outboxrelay init, check, run).")
 	return nil
 }
 

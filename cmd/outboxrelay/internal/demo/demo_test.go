@@ -55,6 +55,11 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "every committed event reached Kafka") {
 		t.Errorf("no closing line:\n%s", out.String())
 	}
+	// The relay's log stays out of a demo that works: its records and a
+	// few lines of its own are what a newcomer reads.
+	if logs.Len() > 0 {
+		t.Errorf("the demo wrote the relay's log around its records:\n%s", logs.String())
+	}
 }
 
 // fields is a JSON object's fields, sorted, for comparing jsonb's output with
