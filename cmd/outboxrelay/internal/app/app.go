@@ -281,7 +281,7 @@ func checkpointStore(sc sink.Config, topic string, log *slog.Logger, snk *sink.S
 func NewLogger(w io.Writer, level config.LogLevel, format config.LogFormat) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level)) // validated with the config
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: vocabulary}
 	if format == config.FormatText {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}

@@ -1,0 +1,42 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
+)
+
+// TestLogVocabulary: both formats write a duration and a position alike,
+// as Go and PostgreSQL write them.
+func TestLogVocabulary(t *testing.T) {
+	for _, format := range []config.LogFormat{config.FormatJSON, config.FormatText} {
+		var b bytes.Buffer
+		log := NewLogger(&b, "info", format)
+		log.Info("m", "retry_in", 560*time.Millisecond, "shutdown_timeout", 30*time.Second,
+			"from_lsn", pglogrepl.LSN(30717720), "err", errors.New("boom"))
+		out := b.String()
+		for _, want := range []string{"560ms", "30s", "0/1D4B718", "boom"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: %q not in %s", format, want, out)
+			}
+		}
+		if format == config.FormatJSON {
+			var rec map[string]any
+			if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"retry_in", "shutdown_timeout", "from_lsn"} {
+				if _, ok := rec[k].(string); !ok {
+					t.Errorf("json: %s is %T, want a string", k, rec[k])
+				}
+			}
+		}
+	}
+}
