@@ -252,11 +252,14 @@ func logLines(t *testing.T, s string) []map[string]any {
 func checkLog(t *testing.T, logs string, quietKafka bool) {
 	t.Helper()
 	for _, l := range logLines(t, logs) {
-		if c, _ := l["component"].(string); c == "" {
+		c, _ := l["component"].(string)
+		if c == "" {
 			t.Errorf("log line without a component: %v", l)
 		}
-		if quietKafka && l["component"] == "kafka" && (l["level"] == "INFO" || l["level"] == "DEBUG") {
-			t.Errorf("the Kafka client logged below warn at log.level info: %v", l)
+		// Every Kafka client the relay opens (the producer's, the
+		// checkpoint store's) keeps its chatter below warn.
+		if quietKafka && strings.HasPrefix(c, "kafka") && (l["level"] == "INFO" || l["level"] == "DEBUG") {
+			t.Errorf("a Kafka client logged below warn at log.level info: %v", l)
 		}
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/buildinfo"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
@@ -153,7 +156,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	switch cfg.Source {
 	case "cdc":
 		var c *cdc.Source
-		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, snk), Build().Version),
+		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, cfg.Log.Level, snk), Build().Version),
 			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
@@ -266,10 +269,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 // sink's config sc (its brokers and security).
 // With kafka.delivery exactly_once, snk writes the checkpoints, in the
 // transactions of the events they cover.
-func checkpointStore(sc sink.Config, topic string, log *slog.Logger, snk *sink.Sink) cdc.OpenCheckpoints {
+func checkpointStore(sc sink.Config, topic string, log *slog.Logger, level config.LogLevel, snk *sink.Sink) cdc.OpenCheckpoints {
 	sc.TransactionalID = "" // the store's own client does not write in transactions
 	return func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
-		opts := []sink.Option{sink.WithLogger(log)}
+		opts := []sink.Option{sink.WithLogger(log), sink.WithClientOptions(
+			kgo.WithLogger(kslog.New(clientLogger(log, level, "kafka-checkpoint"))))}
 		if snk.Transactions() {
 			opts = append(opts, sink.WithTransactions(snk))
 		}

@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 )
 
 // vocabulary makes the JSON log say what the text log says: a duration
@@ -24,4 +26,15 @@ func vocabulary(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// clientLogger is the logger of a client library the relay opens (a Kafka
+// client, say), under component: its chatter (connections, metadata,
+// producer ids) is the library's own business, so below log.level debug
+// only its warnings and errors pass.
+func clientLogger(log *slog.Logger, level config.LogLevel, component string) *slog.Logger {
+	if level != config.LevelDebug {
+		log = slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
+	}
+	return log.With("component", component)
 }
