@@ -443,26 +443,7 @@ func TestOutboxWriterEndToEnd(t *testing.T) {
 		t.Errorf("the event of a rolled-back transaction reached Kafka")
 	}
 	for _, e := range events {
-		r := recordOf(c, e.id)
-		if string(r.Key) != e.aggID || string(r.Value) != `{"id": "`+e.aggID+`"}` || header(r, "tenant") != "acme-"+e.aggID {
-			t.Errorf("event %s: key %q value %q tenant header %q", e.aggID, r.Key, r.Value, header(r, "tenant"))
-		}
-		// 00-<trace id>-<the relay's span id>-01
-		tp := header(r, "traceparent")
-		parts := strings.Split(tp, "-")
-		if len(parts) != 4 || parts[1] != e.span.TraceID().String() {
-			t.Fatalf("event %s: record traceparent %q, want the writer's trace %s", e.aggID, tp, e.span.TraceID())
-		}
-		if parts[2] == e.span.SpanID().String() {
-			t.Errorf("event %s: the record's parent is the writer's span: the relay made no span of its own", e.aggID)
-		}
-		span := receiver.spanOf(t, e.span.TraceID(), e.span.SpanID(), time.Minute)
-		if got := hex.EncodeToString(span.SpanId); got != parts[2] {
-			t.Errorf("event %s: the relay exported span %s, but the record's traceparent names %s", e.aggID, got, parts[2])
-		}
-		if span.Name != "send outbox.event.order" || span.Kind != tracepb.Span_SPAN_KIND_PRODUCER || span.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-			t.Errorf("event %s: span %q kind %v status %v", e.aggID, span.Name, span.Kind, span.Status)
-		}
+		checkTracedRecord(t, recordOf(c, e.id), receiver, e.aggID, e.span)
 	}
 	receiver.mu.Lock()
 	if receiver.service != "relay-under-test" {
@@ -491,6 +472,33 @@ func TestOutboxWriterEndToEnd(t *testing.T) {
 		t.Errorf("with tracing off, the receiver got %d more spans", n-spans)
 	}
 	receiver.mu.Unlock()
+}
+
+// checkTracedRecord checks the record of the event of aggregate aggID,
+// written under span with a tenant header, as the relay with tracing on
+// publishes it: the writer's headers, its traceparent the relay's span,
+// which the receiver has as the writer's span's child.
+func checkTracedRecord(t *testing.T, r *kgo.Record, receiver *otlpReceiver, aggID string, span trace.SpanContext) {
+	t.Helper()
+	if string(r.Key) != aggID || string(r.Value) != `{"id": "`+aggID+`"}` || header(r, "tenant") != "acme-"+aggID {
+		t.Errorf("event %s: key %q value %q tenant header %q", aggID, r.Key, r.Value, header(r, "tenant"))
+	}
+	// 00-<trace id>-<the relay's span id>-01
+	tp := header(r, "traceparent")
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || parts[1] != span.TraceID().String() {
+		t.Fatalf("event %s: record traceparent %q, want the writer's trace %s", aggID, tp, span.TraceID())
+	}
+	if parts[2] == span.SpanID().String() {
+		t.Errorf("event %s: the record's parent is the writer's span: the relay made no span of its own", aggID)
+	}
+	exported := receiver.spanOf(t, span.TraceID(), span.SpanID(), time.Minute)
+	if got := hex.EncodeToString(exported.SpanId); got != parts[2] {
+		t.Errorf("event %s: the relay exported span %s, but the record's traceparent names %s", aggID, got, parts[2])
+	}
+	if exported.Name != "send outbox.event.order" || exported.Kind != tracepb.Span_SPAN_KIND_PRODUCER || exported.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("event %s: span %q kind %v status %v", aggID, exported.Name, exported.Kind, exported.Status)
+	}
 }
 
 // TestOutboxWriterMessages writes events as logical decoding messages
@@ -595,5 +603,37 @@ func TestWriterMessagesRelayed(t *testing.T) {
 	r = recordOf(c, tagged.ID)
 	if header(r, "tenant") != "acme" || header(r, "traceparent") != tp {
 		t.Errorf("message record with routing.headers_column: headers %q (tenant %q, traceparent %q), want tenant acme and traceparent %s", headerKeys(r), header(r, "tenant"), header(r, "traceparent"), tp)
+	}
+}
+
+// TestInitMakesTheWritersTable: outboxrelay init makes the table the
+// writer writes: Debezium's five columns by default, and with
+// routing.headers_column the headers column too, added to a table made
+// without it, which is what outbox.HeadersColumn writes.
+func TestInitMakesTheWritersTable(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want, not   []string
+	}{
+		{"defaults", "", []string{`"payload"       jsonb` + "\n);", "set\n-- routing.headers_column: headers and run init again"}, []string{`"headers"`}},
+		{"headers column", "routing:\n  headers_column: headers\n", []string{`"headers"       jsonb` + "\n);", `ALTER TABLE "public"."outbox" ADD COLUMN IF NOT EXISTS "headers" jsonb;`}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig("postgres://relay@127.0.0.1:1/app", []string{"127.0.0.1:1"}, "outbox:\n  table: public.outbox\n"+tc.extra))
+			p := startBinary(t, []string{"init", "--config", cfg})
+			if code := p.exit(t, time.Minute); code != 0 {
+				t.Fatalf("init: exit code %d:\n%s", code, p.out)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(p.out.String(), want) {
+					t.Errorf("init's SQL lacks %q:\n%s", want, p.out)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(p.out.String(), not) {
+					t.Errorf("init's SQL has %q:\n%s", not, p.out)
+				}
+			}
+		})
 	}
 }
