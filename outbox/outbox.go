@@ -103,8 +103,9 @@ func Messages(prefix string) Option {
 // HeadersColumn says that the table has a column name (jsonb; json or
 // text work too) for each event's headers: [Event.Headers] and the trace
 // context of the ctx given to Write, as one JSON object. The relay turns
-// it into record headers when its routing.headers_column is name too;
-// without that key it publishes no headers, whatever the column holds.
+// it into record headers when its routing.headers_column names the same
+// column; without that key it publishes no headers, whatever the column
+// holds.
 //
 // Without HeadersColumn the Writer writes Debezium's five columns (id,
 // aggregatetype, aggregateid, type, payload), the table outboxrelay init
@@ -270,8 +271,9 @@ func (w *Writer) newRow(ctx context.Context, prop propagation.TextMapPropagator,
 }
 
 // noHeadersColumn is the error of an event with Headers for a table
-// without a headers column: the INSERT would fail on the column, or the
-// headers would be lost, so it says how to make a place for them.
+// without a headers column: writing the event without them would drop
+// what the application meant to publish, so it says how to make a place
+// for them.
 func (w *Writer) noHeadersColumn() error {
 	return fmt.Errorf("the event has Headers, but the Writer's table %s has no headers column to write them to: "+
 		"add one (ALTER TABLE %s ADD COLUMN headers jsonb), write with outbox.New(outbox.Table(%q), outbox.HeadersColumn(\"headers\")), "+
@@ -425,7 +427,7 @@ func execer(tx any) (execFunc, error) {
 	return nil, fmt.Errorf("outbox: tx is a %T, which has neither pgx's Exec nor database/sql's ExecContext; pass a pgx.Tx or a *sql.Tx", tx)
 }
 
-// DDL returns the statement that creates the Writer's table, in the shape
+// DDL returns the SQL that creates the Writer's table, in the shape
 // outboxrelay reads by default: Debezium's five columns (id,
 // aggregatetype, aggregateid, type, payload), and a created_at column
 // that lets outboxrelay backfill choose rows by time. With
