@@ -28,10 +28,12 @@ type Event struct {
 	// Payload is the record's value, a JSON document (a jsonb column);
 	// nil writes NULL.
 	Payload []byte
-	// Headers become the record's headers (the relay's
-	// routing.headers_column). The trace context of the ctx given to
-	// Write is added as traceparent and tracestate, replacing entries of
-	// those names.
+	// Headers go into the headers column ([HeadersColumn]), which the
+	// relay turns into the record's headers when its
+	// routing.headers_column names it. The trace context of the ctx
+	// given to Write is added as traceparent and tracestate, replacing
+	// entries of those names. A writer to a table without a headers
+	// column refuses an event with Headers.
 	Headers map[string]string
 }
 
@@ -50,6 +52,7 @@ const DefaultTable = "public.outbox"
 type Writer struct {
 	table      string // schema.table as given
 	quoted     string // the table as an SQL identifier
+	headers    string // the headers column, "" for none
 	prefix     string
 	messages   bool
 	propagator propagation.TextMapPropagator
@@ -97,6 +100,33 @@ func Messages(prefix string) Option {
 	}
 }
 
+// HeadersColumn says that the table has a column name (jsonb; json or
+// text work too) for each event's headers: [Event.Headers] and the trace
+// context of the ctx given to Write, as one JSON object. The relay turns
+// it into record headers when its routing.headers_column names the same
+// column; without that key it publishes no headers, whatever the column
+// holds.
+//
+// Without HeadersColumn the Writer writes Debezium's five columns (id,
+// aggregatetype, aggregateid, type, payload), the table outboxrelay init
+// and the relay's documentation make; there is nowhere to keep a trace
+// context, so none is written, and an event with Headers is refused.
+// [Writer.DDL] of a Writer with HeadersColumn adds the column to a table
+// made without it.
+func HeadersColumn(name string) Option {
+	return func(w *Writer) error {
+		if name == "" || strings.ContainsRune(name, 0) {
+			return fmt.Errorf("headers column %q is empty or holds a NUL character; name the column routing.headers_column names, usually headers", name)
+		}
+		switch name {
+		case "id", "aggregatetype", "aggregateid", "type", "payload":
+			return fmt.Errorf("headers column %q is one of the event's own columns; name a column of its own, usually headers", name)
+		}
+		w.headers = name
+		return nil
+	}
+}
+
 // Propagator injects the trace context with p instead of OpenTelemetry's
 // global propagator (otel.GetTextMapPropagator), or, while that is unset,
 // W3C Trace Context.
@@ -117,6 +147,9 @@ func New(opts ...Option) (*Writer, error) {
 	for _, o := range opts {
 		errs = append(errs, o(w))
 	}
+	if w.messages && w.headers != "" {
+		errs = append(errs, fmt.Errorf("outbox.HeadersColumn(%q) names a column of the outbox table, and a Messages writer has none: it writes headers into each message's \"headers\" member; leave HeadersColumn out", w.headers))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -125,7 +158,8 @@ func New(opts ...Option) (*Writer, error) {
 
 var defaultWriter, _ = New()
 
-// Write writes events with a Writer to [DefaultTable].
+// Write writes events with a Writer to [DefaultTable], with Debezium's
+// five columns and no headers column.
 func Write(ctx context.Context, tx any, events ...Event) error {
 	return defaultWriter.Write(ctx, tx, events...)
 }
@@ -140,15 +174,19 @@ type SQLTx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// maxRowsPerInsert bounds one INSERT's rows: 6 parameters each, under
-// PostgreSQL's 65535 parameters a statement.
+// maxRowsPerInsert bounds one INSERT's rows: at most 6 parameters each,
+// under PostgreSQL's 65535 parameters a statement.
 const maxRowsPerInsert = 1000
 
 // Write writes events, in order, in tx: a pgx.Tx ([PgxTx]) or a *sql.Tx
 // ([SQLTx]). They are committed, and reach the relay, when tx commits,
 // and not at all when it rolls back. The trace context of ctx goes into
-// each event's headers. Events of one aggregate reach Kafka in the order
-// written. An error leaves tx as a failed statement does: roll it back.
+// each event's headers, when the Writer writes headers ([HeadersColumn],
+// [Messages]). Events of one aggregate reach Kafka in the order written.
+// An event the Writer cannot write as given (a payload that is not JSON,
+// Headers without a headers column, …) is refused before anything is
+// sent, and tx is as it was. Any other error leaves tx as a failed
+// statement does: roll it back.
 func (w *Writer) Write(ctx context.Context, tx any, events ...Event) error {
 	if len(events) == 0 {
 		return nil
@@ -169,7 +207,7 @@ func (w *Writer) Write(ctx context.Context, tx any, events ...Event) error {
 		}
 	}
 	for i := range events {
-		if rows[i], err = newRow(ctx, prop, &events[i]); err != nil {
+		if rows[i], err = w.newRow(ctx, prop, &events[i]); err != nil {
 			return fmt.Errorf("outbox event %d of %d (aggregate %q %q): %w", i+1, len(events), events[i].AggregateType, events[i].AggregateID, err)
 		}
 	}
@@ -178,8 +216,8 @@ func (w *Writer) Write(ctx context.Context, tx any, events ...Event) error {
 	}
 	for len(rows) > 0 {
 		n := min(len(rows), maxRowsPerInsert)
-		if err := exec(ctx, w.insert(n), insertArgs(rows[:n])...); err != nil {
-			return fmt.Errorf("insert %d outbox events into %s: %w", n, w.table, err)
+		if err := exec(ctx, w.insert(n), w.insertArgs(rows[:n])...); err != nil {
+			return fmt.Errorf("insert %d outbox events into %s: %w%s", n, w.table, err, w.hint(err))
 		}
 		rows = rows[n:]
 	}
@@ -193,7 +231,9 @@ type row struct {
 	payload, headers        any // string or nil
 }
 
-func newRow(ctx context.Context, prop propagation.TextMapPropagator, e *Event) (row, error) {
+// newRow checks e and makes its row; its headers only when the Writer
+// writes them.
+func (w *Writer) newRow(ctx context.Context, prop propagation.TextMapPropagator, e *Event) (row, error) {
 	r := row{id: e.ID, aggType: e.AggregateType, aggID: e.AggregateID, typ: e.Type}
 	if r.id == "" {
 		r.id = NewID()
@@ -208,6 +248,12 @@ func newRow(ctx context.Context, prop propagation.TextMapPropagator, e *Event) (
 			return row{}, errors.New("payload is not a JSON document")
 		}
 		r.payload = string(e.Payload)
+	}
+	if !w.messages && w.headers == "" {
+		if len(e.Headers) > 0 {
+			return row{}, w.noHeadersColumn()
+		}
+		return r, nil
 	}
 	h := make(propagation.MapCarrier, len(e.Headers)+2)
 	for k, v := range e.Headers {
@@ -224,25 +270,71 @@ func newRow(ctx context.Context, prop propagation.TextMapPropagator, e *Event) (
 	return r, nil
 }
 
+// noHeadersColumn is the error of an event with Headers for a table
+// without a headers column: writing the event without them would drop
+// what the application meant to publish, so it says how to make a place
+// for them.
+func (w *Writer) noHeadersColumn() error {
+	return fmt.Errorf("the event has Headers, but the Writer's table %s has no headers column to write them to: "+
+		"add one (ALTER TABLE %s ADD COLUMN headers jsonb), write with outbox.New(outbox.Table(%q), outbox.HeadersColumn(\"headers\")), "+
+		"and set the relay's routing.headers_column: headers; or leave Headers out", w.table, w.quoted, w.table)
+}
+
+// hint says how to mend the table of an INSERT that failed on a missing
+// column: the headers column a Writer with [HeadersColumn] writes is the
+// one a table made from the relay's documentation lacks.
+func (w *Writer) hint(err error) string {
+	var pgErr *pgconn.PgError
+	if w.headers == "" || !errors.As(err, &pgErr) || pgErr.Code != pgerrUndefinedColumn {
+		return ""
+	}
+	return fmt.Sprintf("; outbox.HeadersColumn(%q) writes a column the table may not have: add it (ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s jsonb, which Writer.DDL() includes)",
+		w.headers, w.quoted, pgx.Identifier{w.headers}.Sanitize())
+}
+
+// pgerrUndefinedColumn is SQLSTATE undefined_column.
+const pgerrUndefinedColumn = "42703"
+
+// columns is what each row writes, in the order of [Writer.insertArgs].
+func (w *Writer) columns() int {
+	if w.headers != "" {
+		return 6
+	}
+	return 5
+}
+
 func (w *Writer) insert(n int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
 	b.WriteString(w.quoted)
-	b.WriteString(" (id, aggregatetype, aggregateid, type, payload, headers) VALUES ")
+	b.WriteString(" (id, aggregatetype, aggregateid, type, payload")
+	if w.headers != "" {
+		b.WriteString(", ")
+		b.WriteString(pgx.Identifier{w.headers}.Sanitize())
+	}
+	b.WriteString(") VALUES ")
+	cols := w.columns()
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		p := i * 6
-		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::jsonb, $%d::jsonb)", p+1, p+2, p+3, p+4, p+5, p+6)
+		p := i * cols
+		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::jsonb", p+1, p+2, p+3, p+4, p+5)
+		if w.headers != "" {
+			fmt.Fprintf(&b, ", $%d::jsonb", p+6)
+		}
+		b.WriteString(")")
 	}
 	return b.String()
 }
 
-func insertArgs(rows []row) []any {
-	args := make([]any, 0, 6*len(rows))
+func (w *Writer) insertArgs(rows []row) []any {
+	args := make([]any, 0, w.columns()*len(rows))
 	for _, r := range rows {
-		args = append(args, r.id, r.aggType, r.aggID, r.typ, r.payload, r.headers)
+		args = append(args, r.id, r.aggType, r.aggID, r.typ, r.payload)
+		if w.headers != "" {
+			args = append(args, r.headers)
+		}
 	}
 	return args
 }
@@ -262,7 +354,7 @@ type messageContent struct {
 // trace context already in e.Headers: for a test, or a writer in another
 // language to compare with.
 func MessageContent(e Event) ([]byte, error) {
-	r, err := newRow(context.Background(), propagation.TraceContext{}, &e)
+	r, err := (&Writer{messages: true}).newRow(context.Background(), propagation.TraceContext{}, &e)
 	if err != nil {
 		return nil, err
 	}
@@ -335,13 +427,23 @@ func execer(tx any) (execFunc, error) {
 	return nil, fmt.Errorf("outbox: tx is a %T, which has neither pgx's Exec nor database/sql's ExecContext; pass a pgx.Tx or a *sql.Tx", tx)
 }
 
-// DDL returns the statement that creates the Writer's table, in the shape
-// outboxrelay reads by default (Debezium's column names) with a headers
-// column for routing.headers_column. With [Messages] there is no table,
+// DDL returns the SQL that creates the Writer's table, in the shape
+// outboxrelay reads by default: Debezium's five columns (id,
+// aggregatetype, aggregateid, type, payload), and a created_at column
+// that lets outboxrelay backfill choose rows by time. With
+// [HeadersColumn] the table has that column too, and a second statement
+// adds it to a table made without it, so running DDL again after opting
+// in is how an existing table gets it. With [Messages] there is no table,
 // and DDL returns "".
 func (w *Writer) DDL() string {
 	if w.messages {
 		return ""
+	}
+	var headers, alter string
+	if w.headers != "" {
+		col := pgx.Identifier{w.headers}.Sanitize()
+		headers = fmt.Sprintf("\t%-13s jsonb,\n", col)
+		alter = fmt.Sprintf(";\nALTER TABLE %s ADD COLUMN IF NOT EXISTS %s jsonb", w.quoted, col)
 	}
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	id            uuid PRIMARY KEY,
@@ -349,7 +451,6 @@ func (w *Writer) DDL() string {
 	aggregateid   text NOT NULL,
 	type          text NOT NULL,
 	payload       jsonb,
-	headers       jsonb,
-	created_at    timestamptz NOT NULL DEFAULT now()
-)`, w.quoted)
+%s	created_at    timestamptz NOT NULL DEFAULT now()
+)%s`, w.quoted, headers, alter)
 }

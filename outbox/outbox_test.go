@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func spanContext(t *testing.T) (context.Context, trace.SpanContext) {
 func TestWriteInsertsRowsInOrderWithTraceContext(t *testing.T) {
 	ctx, _ := spanContext(t)
 	var rec recorder
-	w, err := New(Table("app.events"))
+	w, err := New(Table("app.events"), HeadersColumn("headers"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestWriteInsertsRowsInOrderWithTraceContext(t *testing.T) {
 	if len(rec.sqls) != 1 {
 		t.Fatalf("statements = %d, want one INSERT for the batch", len(rec.sqls))
 	}
-	if !strings.HasPrefix(rec.sqls[0], `INSERT INTO "app"."events" (id, aggregatetype, aggregateid, type, payload, headers) VALUES ($1::uuid`) {
+	if !strings.HasPrefix(rec.sqls[0], `INSERT INTO "app"."events" (id, aggregatetype, aggregateid, type, payload, "headers") VALUES ($1::uuid, $2, $3, $4, $5::jsonb, $6::jsonb), ($7::uuid`) {
 		t.Errorf("statement = %s", rec.sqls[0])
 	}
 	args := rec.args[0]
@@ -90,11 +91,64 @@ func TestWriteInsertsRowsInOrderWithTraceContext(t *testing.T) {
 
 func TestWriteWithoutSpanOrHeadersWritesNullHeaders(t *testing.T) {
 	var rec recorder
-	if err := Write(context.Background(), &rec, Event{AggregateType: "a", AggregateID: "1", Type: "t", Payload: []byte(`1`)}); err != nil {
+	w, err := New(HeadersColumn("meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(context.Background(), &rec, Event{AggregateType: "a", AggregateID: "1", Type: "t", Payload: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.args[0][5]; got != nil {
 		t.Errorf("headers = %v, want NULL", got)
+	}
+}
+
+// TestWriteWritesTheFiveColumnsByDefault: the default Writer writes the
+// table README.md and outboxrelay init make, Debezium's five columns, and
+// no trace context, which has nowhere to go.
+func TestWriteWritesTheFiveColumnsByDefault(t *testing.T) {
+	ctx, _ := spanContext(t)
+	var rec recorder
+	id := NewID()
+	if err := Write(ctx, &rec, Event{ID: id, AggregateType: "order", AggregateID: "42", Type: "created", Payload: []byte(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := `INSERT INTO "public"."outbox" (id, aggregatetype, aggregateid, type, payload) VALUES ($1::uuid, $2, $3, $4, $5::jsonb)`
+	if len(rec.sqls) != 1 || rec.sqls[0] != want {
+		t.Fatalf("statements = %q, want %q", rec.sqls, want)
+	}
+	if got := fmt.Sprint(rec.args[0]...); len(rec.args[0]) != 5 || got != fmt.Sprint(id, "order", "42", "created", `{"n":1}`) {
+		t.Errorf("args = %q, want the five columns' values", rec.args[0])
+	}
+}
+
+// TestWriteRefusesHeadersWithoutAHeadersColumn: Headers given to a
+// Writer whose table has no headers column are refused before anything is
+// sent, the error naming the column and the fix; the events before it in
+// the same call are not written either.
+func TestWriteRefusesHeadersWithoutAHeadersColumn(t *testing.T) {
+	var rec recorder
+	w, err := New(Table("app.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(context.Background(), &rec,
+		Event{AggregateType: "order", AggregateID: "1", Type: "t"},
+		Event{AggregateType: "order", AggregateID: "2", Type: "t", Headers: map[string]string{"tenant": "acme"}},
+	)
+	for _, want := range []string{
+		`outbox event 2 of 2 (aggregate "order" "2")`,
+		"table app.events has no headers column",
+		`ALTER TABLE "app"."events" ADD COLUMN headers jsonb`,
+		`outbox.HeadersColumn("headers")`,
+		"routing.headers_column: headers",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want one saying %q", err, want)
+		}
+	}
+	if len(rec.sqls) != 0 {
+		t.Errorf("sent %q before refusing", rec.sqls)
 	}
 }
 
@@ -109,7 +163,7 @@ func TestWriteSplitsLargeBatches(t *testing.T) {
 	}
 	var rows []int
 	for _, a := range rec.args {
-		rows = append(rows, len(a)/6)
+		rows = append(rows, len(a)/5)
 	}
 	if len(rows) != 3 || rows[0] != 1000 || rows[1] != 1000 || rows[2] != 500 {
 		t.Errorf("rows per INSERT = %v, want [1000 1000 500]", rows)
@@ -194,6 +248,8 @@ func TestOptionsRefuseBadNames(t *testing.T) {
 		{"three parts", Table("a.b.c"), "has 2 dots"},
 		{"empty table", Table("public."), "is not a table name"},
 		{"empty prefix", Messages(""), "prefix \"\" is empty"},
+		{"empty headers column", HeadersColumn(""), `headers column "" is empty`},
+		{"headers column an event column", HeadersColumn("payload"), `headers column "payload" is one of the event's own columns`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := New(tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -210,5 +266,35 @@ func TestDDLQuotesTheTable(t *testing.T) {
 	}
 	if !strings.HasPrefix(w.DDL(), `CREATE TABLE IF NOT EXISTS "my""schema"."outbox" (`) {
 		t.Errorf("DDL = %s", w.DDL())
+	}
+}
+
+// TestMessagesTakeNoHeadersColumn: a Messages writer has no table, and
+// says so rather than ignoring HeadersColumn, in either order.
+func TestMessagesTakeNoHeadersColumn(t *testing.T) {
+	for _, opts := range [][]Option{
+		{Messages("outbox"), HeadersColumn("headers")},
+		{HeadersColumn("headers"), Messages("outbox")},
+	} {
+		if _, err := New(opts...); err == nil || !strings.Contains(err.Error(), `a Messages writer has none: it writes headers into each message's "headers" member`) {
+			t.Errorf("err = %v, want one refusing HeadersColumn beside Messages", err)
+		}
+	}
+}
+
+func TestDDLWithHeadersColumnAddsItToAnExistingTable(t *testing.T) {
+	w, err := New(Table("app.events"), HeadersColumn("meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl := w.DDL()
+	for _, want := range []string{"\t\"meta\"        jsonb,\n", `ALTER TABLE "app"."events" ADD COLUMN IF NOT EXISTS "meta" jsonb`} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("DDL = %s\nwant it to hold %q", ddl, want)
+		}
+	}
+	plain, _ := New(Table("app.events"))
+	if strings.Contains(plain.DDL(), "meta") || strings.Contains(plain.DDL(), "headers") || strings.Contains(plain.DDL(), "ALTER") {
+		t.Errorf("DDL without HeadersColumn = %s, want the five columns and created_at", plain.DDL())
 	}
 }

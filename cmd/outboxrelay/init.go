@@ -156,7 +156,7 @@ func initOptions(cfg *config.Config, pc *pgconn.Config, role string, noSlot bool
 	}
 	o := initsql.Options{
 		Source: string(cfg.Source), Schema: schema, Table: table, Columns: cfg.ColumnsOf(name),
-		Database: pc.Database, Role: role,
+		HeadersColumn: cfg.Routing.HeadersColumn, Database: pc.Database, Role: role,
 	}
 	switch cfg.Source {
 	case "cdc":

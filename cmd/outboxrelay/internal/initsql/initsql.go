@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,10 @@ type Options struct {
 	// (Debezium's names by default).
 	Schema, Table string
 	Columns       connector.ColumnMap
+	// HeadersColumn is routing.headers_column: when set, the table has
+	// that column (jsonb), which is added to a table made without it.
+	// Empty, the table has Debezium's five columns alone.
+	HeadersColumn string
 	// Database is the database the relay connects to, for GRANT CONNECT.
 	Database string
 	// Role is the relay's role, created when missing.
@@ -68,7 +73,6 @@ func Build(o Options) (Script, error) {
 	}
 	tbl := ident(o.Schema, o.Table)
 	role := ident(o.Role)
-	m := o.Columns
 	var s Script
 	add := func(comment, format string, args ...any) {
 		s.Tx = append(s.Tx, Statement{Comment: comment, SQL: fmt.Sprintf(format, args...)})
@@ -87,14 +91,7 @@ func Build(o Options) (Script, error) {
 	if o.Schema != "public" {
 		add("The outbox table's schema.", "CREATE SCHEMA IF NOT EXISTS %s;", ident(o.Schema))
 	}
-	add("The outbox table, as Debezium's outbox event router expects it; skipped\nwhen it exists. The application inserts a row in the transaction that\nchanges the aggregate.",
-		`CREATE TABLE IF NOT EXISTS %s (
-  %s uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-  %s varchar(255) NOT NULL,
-  %s varchar(255) NOT NULL,
-  %s varchar(255) NOT NULL,
-  %s jsonb
-);`, tbl, pad(m.ID, m), pad(m.AggregateType, m), pad(m.AggregateID, m), pad(m.Type, m), pad(m.Payload, m))
+	o.addTable(add, tbl)
 
 	switch o.Source {
 	case "cdc":
@@ -189,6 +186,36 @@ func Merge(scripts ...Script) Script {
 	return out
 }
 
+// addTable adds the outbox table's statements: the table, and with a
+// headers column the statement that adds it to a table made without it.
+func (o *Options) addTable(add func(comment, format string, args ...any), tbl string) {
+	m := o.Columns
+	names := []string{m.ID, m.AggregateType, m.AggregateID, m.Type, m.Payload}
+	if o.HeadersColumn == "" {
+		add("The outbox table, as Debezium's outbox event router expects it; skipped\nwhen it exists. The application inserts a row in the transaction that\nchanges the aggregate. It has no column for record headers (the Go\nwriter's Event.Headers and trace context): to send them, set\nrouting.headers_column: headers and run init again, which adds it.",
+			`CREATE TABLE IF NOT EXISTS %s (
+  %s uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s jsonb
+);`, tbl, pad(m.ID, names), pad(m.AggregateType, names), pad(m.AggregateID, names), pad(m.Type, names), pad(m.Payload, names))
+		return
+	}
+	names = append(names, o.HeadersColumn)
+	add("The outbox table, as Debezium's outbox event router expects it, and the\ncolumn routing.headers_column names; skipped when it exists. The\napplication inserts a row in the transaction that changes the aggregate.",
+		`CREATE TABLE IF NOT EXISTS %s (
+  %s uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s varchar(255) NOT NULL,
+  %s jsonb,
+  %s jsonb
+);`, tbl, pad(m.ID, names), pad(m.AggregateType, names), pad(m.AggregateID, names), pad(m.Type, names), pad(m.Payload, names), pad(o.HeadersColumn, names))
+	add("routing.headers_column: a JSON object whose entries become the record's\nheaders (the Go writer's Event.Headers and trace context, with\noutbox.HeadersColumn), added to a table made without it.",
+		"ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s jsonb;", tbl, ident(o.HeadersColumn))
+}
+
 func (o *Options) validate() error {
 	var errs []error
 	// Names the script prints in its comments too (the database, the
@@ -205,8 +232,15 @@ func (o *Options) validate() error {
 	check("the outbox table", o.Table)
 	check("the database", o.Database)
 	check("the role", o.Role)
-	for _, c := range []string{o.Columns.ID, o.Columns.AggregateType, o.Columns.AggregateID, o.Columns.Type, o.Columns.Payload} {
+	cols := []string{o.Columns.ID, o.Columns.AggregateType, o.Columns.AggregateID, o.Columns.Type, o.Columns.Payload}
+	for _, c := range cols {
 		check("an outbox column", c)
+	}
+	if o.HeadersColumn != "" {
+		check("routing.headers_column", o.HeadersColumn)
+		if slices.Contains(cols, o.HeadersColumn) {
+			errs = append(errs, fmt.Errorf("routing.headers_column %q is one of outbox.columns; name a column of its own, usually headers", o.HeadersColumn))
+		}
 	}
 	switch o.Source {
 	case "cdc":
@@ -318,11 +352,11 @@ func (st Statement) label() string {
 	return line
 }
 
-// pad quotes a column name and pads it to the longest of m's, so the
-// types line up.
-func pad(name string, m connector.ColumnMap) string {
+// pad quotes a column name and pads it to the longest of the table's
+// names, so the types line up.
+func pad(name string, names []string) string {
 	width := 0
-	for _, n := range []string{m.ID, m.AggregateType, m.AggregateID, m.Type, m.Payload} {
+	for _, n := range names {
 		width = max(width, len(ident(n)))
 	}
 	q := ident(name)

@@ -314,3 +314,76 @@ func TestBuildCleanupGrantsDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildHeadersColumn: without routing.headers_column the table is
+// Debezium's five columns, and the script says how to add a headers
+// column; with it, the table has the column, and a table made without it
+// gets it.
+func TestBuildHeadersColumn(t *testing.T) {
+	opts := initsql.Options{Source: "cdc", Schema: "public", Table: "outbox", Database: "d", Role: "relay", Publication: "outboxrelay"}
+	s, err := initsql.Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s.String(), `"headers"`) || !strings.Contains(s.String(), "set\n-- routing.headers_column: headers and run init again, which adds it.") {
+		t.Errorf("without routing.headers_column, want the five columns and a word on how to add headers:\n%s", s)
+	}
+	opts.HeadersColumn = "headers"
+	if s, err = initsql.Build(opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  \"payload\"       jsonb,\n  \"headers\"       jsonb\n);",
+		`ALTER TABLE "public"."outbox" ADD COLUMN IF NOT EXISTS "headers" jsonb;`,
+	} {
+		if !strings.Contains(s.String(), want) {
+			t.Errorf("with routing.headers_column, the script lacks %q:\n%s", want, s)
+		}
+	}
+	opts.HeadersColumn = "payload"
+	if _, err := initsql.Build(opts); err == nil || !strings.Contains(err.Error(), `routing.headers_column "payload" is one of outbox.columns`) {
+		t.Errorf("err %v; want one refusing a headers column that is the payload's", err)
+	}
+}
+
+// TestApplyAddsTheHeadersColumn: applied to the five-column table the
+// README documents, already holding a row, the script with
+// routing.headers_column adds the column, and applied again changes
+// nothing.
+func TestApplyAddsTheHeadersColumn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "The outbox table is Debezium's:\n\n```sql\n")
+	if table, _, _ = strings.Cut(table, "```"); !ok || !strings.HasPrefix(table, "CREATE TABLE public.outbox (") {
+		t.Fatalf("README.md has no CREATE TABLE public.outbox block after \"The outbox table is Debezium's:\"")
+	}
+	if _, err := conn.Exec(ctx, table+`; INSERT INTO public.outbox VALUES (gen_random_uuid(), 'order', '1', 'Placed', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	db := conn.Config().Database
+	script, err := initsql.Build(initsql.Options{Source: "cdc", Schema: "public", Table: "outbox", HeadersColumn: "headers",
+		Database: db, Role: "relay_" + db, Publication: "pub_" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := initsql.Apply(ctx, conn, script); err != nil {
+			t.Fatalf("apply: %v\n%s", err, script)
+		}
+	}
+	var typ string
+	var rows int
+	if err := conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), (SELECT count(*) FROM public.outbox)
+		FROM pg_attribute WHERE attrelid = 'public.outbox'::regclass AND attname = 'headers'`).Scan(&typ, &rows); err != nil || typ != "jsonb" || rows != 1 {
+		t.Fatalf("the headers column: type %q, the table's rows %d, %v; want jsonb beside the row there was", typ, rows, err)
+	}
+}
