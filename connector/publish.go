@@ -99,7 +99,8 @@ func (r *Runner) deadLetterOrFail(ctx context.Context, t *tracker, p *pending, e
 
 // sendDeadLetter is send for the dead letter record dl of the event that
 // cause names. A refusal of dl by the broker (it passed the sink's own
-// check) is remembered in t, as the reason this run fails.
+// check) is remembered in t, as the reason this run fails; its
+// acknowledgement is told to the Observer.
 func (r *Runner) sendDeadLetter(ctx context.Context, t *tracker, p *pending, dl *Message, cause *EventError, minimal bool) error {
 	size := dl.Size()
 	t.sent(p)
@@ -110,6 +111,9 @@ func (r *Runner) sendDeadLetter(ctx context.Context, t *tracker, p *pending, dl 
 			refused := &deadLetterRefusedError{cause: cause, refusal: err, minimal: minimal, size: size}
 			t.refuseDeadLetter(refused)
 			err = &EventError{EventID: cause.EventID, Origin: cause.Origin, Err: refused}
+		}
+		if err == nil {
+			r.obs.DeadLettered()
 		}
 		p.ack(err)
 	})

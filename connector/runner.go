@@ -101,6 +101,7 @@ type Runner struct {
 	// nullKeys: events with a NULL aggregate id go to the router.
 	nullKeys bool
 	log      *slog.Logger
+	obs      Observer
 
 	// poisoned remembers events whose publication failed for good after
 	// they were handed to the sink, so that when the source delivers them
@@ -150,7 +151,7 @@ func NewRunner(src Source, sink Sink, cfg RunnerConfig, opts ...Option) (*Runner
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), poisoned: map[string]poison{}}
+	r := &Runner{cfg: cfg, src: src, sink: sink, router: newCachedRouting(cfg.Routing), log: slog.New(slog.DiscardHandler), obs: noObserver{}, poisoned: map[string]poison{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -282,8 +283,10 @@ func (r *Runner) startRun(ctx context.Context) *run {
 	if r.txn == nil {
 		run.sendCtx, run.srcGone = context.WithCancel(run.pubCtx)
 	}
+	r.obs.SourceStarted()
 	go func() {
 		err := r.src.Run(run.srcCtx, run.out)
+		r.obs.SourceStopped(err)
 		run.srcGone()
 		run.srcDone <- err
 	}()
@@ -342,6 +345,9 @@ func (run *run) relay(ctx context.Context) error {
 // take publishes b, a batch the source handed on, and commits the open
 // Kafka transaction when b makes it due.
 func (run *run) take(b Batch) error {
+	obs := run.r.obs
+	obs.BatchTaken(len(b.Events))
+	defer obs.BatchHandedOver()
 	if err := run.r.publish(run.sendCtx, run.t, b, run.tx); err != nil {
 		return err
 	}
