@@ -101,7 +101,8 @@ type Runner struct {
 	// nullKeys: events with a NULL aggregate id go to the router.
 	nullKeys bool
 	log      *slog.Logger
-	obs      Observer
+	// obs is told what the runner does (WithObserver).
+	obs Observer
 
 	// poisoned remembers events whose publication failed for good after
 	// they were handed to the sink, so that when the source delivers them
@@ -293,7 +294,7 @@ func (r *Runner) startRun(ctx context.Context) *run {
 	return run
 }
 
-// close releases what startRun made; the source's goroutine has exited.
+// close releases what startRun made, once the source's Run has returned.
 func (run *run) close() {
 	run.unwatch()
 	run.tx.stop()
