@@ -1,6 +1,7 @@
 // Package connector is outboxrelay's shared vocabulary: the outbox [Event],
 // how an event becomes a Kafka [Message] ([Router]), the [Source] and [Sink]
-// contracts, and the [Runner] that joins a source to a sink.
+// contracts, the [Runner] that joins a source to a sink, and the
+// [Observer] it tells what it does.
 //
 // The runner's promise is the product's promise: a source is told that a
 // batch is done only when Kafka has acknowledged every message of that batch

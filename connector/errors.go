@@ -29,6 +29,24 @@ func (e *EventError) Error() string {
 
 func (e *EventError) Unwrap() error { return e.Err }
 
+// RecordTooLargeError says a record is larger than the broker accepts.
+type RecordTooLargeError struct {
+	Size int
+	// Limit is the limit the relay checked against; 0 when the broker
+	// refused the record itself (Cause is its error).
+	Limit int
+	Cause error
+}
+
+func (e *RecordTooLargeError) Error() string {
+	if e.Limit == 0 {
+		return fmt.Sprintf("the broker refused the record (%d bytes) as larger than the topic's max.message.bytes: %v; make the payload smaller or raise the limit", e.Size, e.Cause)
+	}
+	return fmt.Sprintf("record is %d bytes, more than the broker's limit of %d (message.max.bytes / max.message.bytes); make the payload smaller or raise the limit", e.Size, e.Limit)
+}
+
+func (e *RecordTooLargeError) Unwrap() error { return e.Cause }
+
 // permanentError marks an error that retrying the same work cannot fix.
 type permanentError struct{ err error }
 

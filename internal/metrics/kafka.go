@@ -13,9 +13,8 @@ import (
 // produced (outboxrelay_kafka_produce_bytes_total), which is the relay's
 // own. franz-go calls it for every partition batch of every produce
 // request, which with kafka.linger 0 at a steady rate is about once per
-// record, and kprom's builds and hashes a label map each time (about 500 ns
-// and 2 allocations, BenchmarkProduceBatchWritten; about 1.5% of the relay's
-// CPU at 5k events/s, docs/performance.md#metrics). This one looks up each
+// record, and kprom's builds and hashes a label map each time, allocating
+// (BenchmarkProduceBatchWritten compares the two). This one looks up each
 // broker's and topic's counter once. The metric is the same: kprom's name,
 // labels and help; but topics past the bound of [WithMaxTopics] share the
 // label [OtherTopics], as in the relay's own metrics.

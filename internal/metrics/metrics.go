@@ -39,14 +39,15 @@ type Metrics struct {
 	// commit order: its front is the oldest event not yet in Kafka. It is
 	// as long as the sink's buffer, which the sink bounds.
 	inflight flights
-	// waitingSince is when the source offered the batch the runner has
-	// not taken yet; zero when none waits.
+	// waitingSince is when the runner took the batch it has not yet
+	// handed to the sink in full; zero when it holds none.
 	waitingSince time.Time
-	running      bool
-	runningSince time.Time
-	runs         int
-	lastErr      error
-	stats        sourceStats
+	// running: the source's Run is executing; runs counts its calls, and
+	// lastErr is what the last one returned.
+	running bool
+	runs    int
+	lastErr error
+	stats   sourceStats
 	// lastUp is when the source was last seen up (or a standby); the
 	// relay's start before it ever was.
 	lastUp time.Time
@@ -175,8 +176,9 @@ type Progress struct {
 	// OldestSent is when the oldest of them was handed over; zero when
 	// none is in flight.
 	OldestSent time.Time
-	// WaitingSince is when the source offered the batch that the runner
-	// has not taken yet; zero when none waits.
+	// WaitingSince is when the runner took the batch read from the source
+	// that it has not yet handed to the sink in full (routing it, or
+	// waiting for room in the producer's buffer); zero when it holds none.
 	WaitingSince time.Time
 	// SourceRunning reports whether the source's Run is executing, as
 	// opposed to waiting to be restarted. SourceErr is how its last run
@@ -215,8 +217,8 @@ func (m *Metrics) Progress() Progress {
 
 // Stalled is how long the relay has had work in hand without getting
 // any further with it: the age of the oldest unacknowledged message, or of
-// the batch the runner has not taken, whichever is older. Zero when it has
-// nothing in hand.
+// the batch the runner has not handed to the sink, whichever is older.
+// Zero when it has nothing in hand.
 func (p Progress) Stalled(now time.Time) time.Duration {
 	var d time.Duration
 	if !p.OldestSent.IsZero() {

@@ -124,7 +124,6 @@ func TestSinkCountsAcknowledgements(t *testing.T) {
 		{"published dlq", testutil.ToFloat64(m.published.WithLabelValues("dlq")), 1},
 		{"published customer", testutil.ToFloat64(m.published.WithLabelValues("outbox.event.customer")), 0},
 		{"errors customer", testutil.ToFloat64(m.publishErrors.WithLabelValues("outbox.event.customer")), 1},
-		{"dead lettered", testutil.ToFloat64(m.deadLettered), 1},
 		{"in flight", gauge(t, reg, "outboxrelay_events_in_flight"), 0},
 		{"oldest age", gauge(t, reg, "outboxrelay_oldest_unpublished_event_age_seconds"), 0},
 		{"build info", gauge(t, reg, "outboxrelay_build_info"), 1},
@@ -277,85 +276,64 @@ func TestStalled(t *testing.T) {
 	}
 }
 
-// fakeSource hands out the batches given to it on each Run, then waits for
-// ctx, and returns runErr.
+// fakeSource is a source that knows how many changes it skipped.
 type fakeSource struct {
-	batches []connector.Batch
-	runErr  error
 	skipped int64
 }
 
-func (s *fakeSource) Run(ctx context.Context, out chan<- connector.Batch) error {
-	for _, b := range s.batches {
-		select {
-		case out <- b:
-		case <-ctx.Done():
-			return s.runErr
-		}
-	}
+func (s *fakeSource) Run(ctx context.Context, _ chan<- connector.Batch) error {
 	<-ctx.Done()
-	return s.runErr
+	return nil
 }
 
 func (s *fakeSource) SkippedChanges() int64 { return s.skipped }
 
-func TestSourceCountsBatchesAndRestarts(t *testing.T) {
-	m, reg, _ := newTestMetrics(t)
-	var doneCalls []error
-	done := func(err error) { doneCalls = append(doneCalls, err) }
-	fs := &fakeSource{
-		batches: []connector.Batch{
-			{Events: make([]connector.Event, 3), Done: done},
-			{Events: make([]connector.Event, 1000), Done: done},
-			{Events: make([]connector.Event, 2), Done: done},
-		},
-		runErr:  errors.New("connection lost"),
-		skipped: 7,
-	}
-	src := m.Source(fs)
+// TestObserverFollowsTheRunner: the runner's hooks count the batches and
+// the restarts, and give the probes the source's state and the batch the
+// runner holds.
+func TestObserverFollowsTheRunner(t *testing.T) {
+	m, reg, clk := newTestMetrics(t)
+	m.ExportSource(&fakeSource{skipped: 7})
+	obs := m.Observer()
 
-	// The first run: the runner takes two batches and stops; the third,
-	// offered but not taken, gets Done(ErrNotTaken).
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan connector.Batch)
-	res := make(chan error, 1)
-	go func() { res <- src.Run(ctx, out) }()
-	for range 2 {
-		<-out
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for batchCount(t, reg) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the third batch was never offered")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if m.Progress().WaitingSince.IsZero() {
-		t.Error("no batch waiting while the runner does not take the third")
-	}
+	obs.SourceStarted()
 	if !m.Progress().SourceRunning {
-		t.Error("source not running during Run")
+		t.Error("source not running after SourceStarted")
 	}
-	cancel()
-	if err := <-res; err == nil || err.Error() != "connection lost" {
-		t.Errorf("Run = %v, want the source's own error", err)
+	for _, n := range []int{3, 1000} {
+		obs.BatchTaken(n)
+		obs.BatchHandedOver()
 	}
-	if len(doneCalls) != 1 || !errors.Is(doneCalls[0], ErrNotTaken) {
-		t.Errorf("Done calls = %v, want one ErrNotTaken for the batch not taken", doneCalls)
+	obs.BatchTaken(2)
+	taken := clk.now()
+	clk.add(5 * time.Second)
+	if p := m.Progress(); !p.WaitingSince.Equal(taken) || p.Stalled(clk.now()) != 5*time.Second {
+		t.Errorf("while the runner holds a batch: %+v, stalled %s; want waiting since it was taken, 5s", p, p.Stalled(clk.now()))
 	}
-	p := m.Progress()
-	if p.SourceRunning || p.SourceErr == nil || !p.WaitingSince.IsZero() {
-		t.Errorf("after Run: %+v; want not running, its error kept, nothing waiting", p)
+	obs.BatchHandedOver()
+	if p := m.Progress(); !p.WaitingSince.IsZero() {
+		t.Errorf("after the batch was handed over: waiting since %s, want nothing waiting", p.WaitingSince)
+	}
+	lost := errors.New("connection lost")
+	obs.SourceStopped(lost)
+	if p := m.Progress(); p.SourceRunning || !errors.Is(p.SourceErr, lost) {
+		t.Errorf("after the run: %+v; want not running, its error kept", p)
+	}
+	if got := testutil.ToFloat64(m.restarts); got != 0 {
+		t.Errorf("restarts = %v before a second run, want 0", got)
 	}
 
-	// A second run is a restart.
-	fs.batches = nil
-	ctx, cancel = context.WithCancel(context.Background())
-	go func() { res <- src.Run(ctx, make(chan connector.Batch)) }()
-	cancel()
-	<-res
+	// A second run is a restart, and forgets the last one's error.
+	obs.SourceStarted()
+	if p := m.Progress(); !p.SourceRunning || p.SourceErr != nil {
+		t.Errorf("in the second run: %+v; want running, no error", p)
+	}
 	if got := testutil.ToFloat64(m.restarts); got != 1 {
-		t.Errorf("restarts = %v, want 1 after two runs", got)
+		t.Errorf("restarts = %v after two runs, want 1", got)
+	}
+	obs.DeadLettered()
+	if got := testutil.ToFloat64(m.deadLettered); got != 1 {
+		t.Errorf("dead lettered = %v, want 1", got)
 	}
 	want := `
 # HELP outboxrelay_skipped_changes_total Changes of the outbox table that are not events (UPDATE, DELETE, TRUNCATE), and non-transactional logical decoding messages of a cdc.message_prefixes prefix, skipped (cdc only).
@@ -363,10 +341,14 @@ func TestSourceCountsBatchesAndRestarts(t *testing.T) {
 outboxrelay_skipped_changes_total 7
 # HELP outboxrelay_source_up 1 while the source is connected (cdc: streams from its slot; poll: claims); 0 while it connects, reconnects, waits for the slot, or waits to be restarted after an error.
 # TYPE outboxrelay_source_up gauge
-outboxrelay_source_up 0
+outboxrelay_source_up 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outboxrelay_skipped_changes_total", "outboxrelay_source_up"); err != nil {
 		t.Error(err)
+	}
+	obs.SourceStopped(nil)
+	if got := gauge(t, reg, "outboxrelay_source_up"); got != 0 {
+		t.Errorf("source_up = %v after the run, want 0", got)
 	}
 	mfs, _ := reg.Gather()
 	for _, mf := range mfs {
@@ -401,7 +383,7 @@ func TestBacklog(t *testing.T) {
 		{Table: "sales.outbox", Events: 42, Oldest: clk.now().Add(-time.Minute)},
 		{Table: "billing.outbox", Events: 7, Oldest: clk.now().Add(-2 * time.Minute)},
 	}}
-	m.Source(bs)
+	m.ExportSource(bs)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -429,20 +411,6 @@ func TestBacklog(t *testing.T) {
 	if got := gauge(t, reg, "outboxrelay_backlog_query_errors"); got != 1 {
 		t.Errorf("backlog errors = %v, want 1", got)
 	}
-}
-
-func batchCount(t *testing.T, reg *prometheus.Registry) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "outboxrelay_batch_events" {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
 }
 
 // streamingSource is a source that says whether it streams.
@@ -475,19 +443,9 @@ func (s *streamingSource) set(streaming, standby bool) {
 func TestSourceUpFollowsTheStream(t *testing.T) {
 	m, reg, clk := newTestMetrics(t)
 	fs := &streamingSource{}
-	src := m.Source(fs)
+	m.ExportSource(fs)
 	m.WatchSlot(func(context.Context) time.Duration { return 40 * time.Second })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	res := make(chan error, 1)
-	go func() { res <- src.Run(ctx, make(chan connector.Batch)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !m.Progress().SourceRunning {
-		if time.Now().After(deadline) {
-			t.Fatal("source never ran")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	m.Observer().SourceStarted()
 	start := clk.now()
 
 	for _, step := range []struct {
@@ -524,8 +482,7 @@ func TestSourceUpFollowsTheStream(t *testing.T) {
 			t.Errorf("%s: down for %s, want %s (progress %+v, test started %s)", step.name, downFor, step.downFor, p, start)
 		}
 	}
-	cancel()
-	<-res
+	m.Observer().SourceStopped(nil)
 }
 
 // A slow event's time is split into the stages that held it: the CDC

@@ -15,6 +15,13 @@ import (
 // with its commit-to-acknowledgement latency) or failed. Topics past the
 // bound of [WithMaxTopics] are counted under [OtherTopics].
 //
+// It is a decorator, not a runner hook, because what it counts belongs to
+// each message (its topic, its commit time and stages, when it was handed
+// over) and is settled in that message's own done callback, which the
+// Sink contract already carries. It adds no goroutine: Publish runs on the
+// caller's, and the wrapped callback on whichever goroutine the sink calls
+// done from.
+//
 // It runs for every event, so it costs no allocation once as many messages
 // have been in flight as will be (their flights are reused), and no label
 // lookup (each topic's counters are looked up once).
@@ -35,18 +42,15 @@ type sink struct {
 
 // topicCounters is a topic's child of the published counter. Its errors
 // are rare, and counted through the vector, so that a topic has no
-// publish_errors_total series until it has an error, as before.
+// publish_errors_total series until it has an error.
 type topicCounters struct {
 	label     string
 	published prometheus.Counter
 }
 
-func (s *sink) counters(msg *connector.Message, deadLetter bool) *topicCounters {
+func (s *sink) counters(msg *connector.Message) *topicCounters {
 	if c, ok := s.topics[msg.Topic]; ok {
 		return c
-	}
-	if deadLetter {
-		s.m.topics.pin(msg.Topic)
 	}
 	label := s.m.topics.label(msg.Topic)
 	if label == OtherTopics {
@@ -61,8 +65,7 @@ func (s *sink) counters(msg *connector.Message, deadLetter bool) *topicCounters 
 }
 
 func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(error)) error {
-	dl := isDeadLetter(msg)
-	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg, dl), dl, done)
+	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg), done)
 	err := s.Sink.Publish(ctx, msg, f.ack)
 	if err != nil {
 		// Not sent, and done will not be called.
@@ -77,7 +80,6 @@ type flight struct {
 	commit, sent time.Time
 	stages       connector.Stages
 	counters     *topicCounters
-	deadLetter   bool
 	done         func(error)
 	// ack settles the flight and calls done: the callback the sink gets.
 	// It is made once per flight, which is reused once settled.
@@ -134,12 +136,12 @@ func (l *flights) remove(f *flight) {
 }
 
 // sent records a message handed to the sink.
-func (m *Metrics) sent(commit time.Time, stages connector.Stages, c *topicCounters, deadLetter bool, done func(error)) *flight {
+func (m *Metrics) sent(commit time.Time, stages connector.Stages, c *topicCounters, done func(error)) *flight {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.inflight.push(m)
-	f.commit, f.sent, f.stages, f.counters, f.deadLetter, f.done = commit, now, stages, c, deadLetter, done
+	f.commit, f.sent, f.stages, f.counters, f.done = commit, now, stages, c, done
 	return f
 }
 
@@ -153,7 +155,7 @@ func (m *Metrics) FirstAcknowledged() <-chan struct{} { return m.acked }
 func (m *Metrics) settled(f *flight, err error) {
 	now := m.now()
 	m.mu.Lock()
-	commit, sent, stages, c, deadLetter := f.commit, f.sent, f.stages, f.counters, f.deadLetter
+	commit, sent, stages, c := f.commit, f.sent, f.stages, f.counters
 	m.inflight.remove(f)
 	m.mu.Unlock()
 	if err != nil {
@@ -163,9 +165,6 @@ func (m *Metrics) settled(f *flight, err error) {
 	c.published.Inc()
 	if !m.ackedOnce.Load() && m.ackedOnce.CompareAndSwap(false, true) {
 		close(m.acked)
-	}
-	if deadLetter {
-		m.deadLettered.Inc()
 	}
 	if !commit.IsZero() {
 		// Clocks of two hosts: a commit "in the future" is a skew, not a
@@ -234,17 +233,6 @@ func (o stageObservers) observe(commit time.Time, st connector.Stages, sent, ack
 	}
 	o.relay.Observe(max(sent.Sub(at), 0).Seconds())
 	o.kafka.Observe(max(acked.Sub(sent), 0).Seconds())
-}
-
-// isDeadLetter tells the runner's dead letters by the header that says why
-// the event could not go to its own topic.
-func isDeadLetter(m *connector.Message) bool {
-	for _, h := range m.Headers {
-		if h.Key == connector.HeaderError {
-			return true
-		}
-	}
-	return false
 }
 
 // Transactions and Commit pass a transactional sink through

@@ -61,7 +61,7 @@ outboxrelay_replication_slot_lost{cause=""} 0
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.Source(tc.src)
+			m.ExportSource(tc.src)
 			want := `
 # HELP outboxrelay_replication_slot_losses_total ` + slotLossesHelp + `
 # TYPE outboxrelay_replication_slot_losses_total counter

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -10,9 +9,10 @@ import (
 	"github.com/outboxrelay/outboxrelay/connector"
 )
 
-// The numbers only some sources know. [Metrics.Source] looks for these
-// interfaces on the source it decorates and exports what it finds; each
-// method is called on every scrape, concurrently with the source's Run.
+// The numbers only some sources know. [Metrics.ExportSource] looks for
+// these interfaces on the source it is given and exports what it finds;
+// each method is called on every scrape or probe, concurrently with the
+// source's Run.
 
 // SkipCounter is a source that skips changes which are not events (the CDC
 // source: UPDATE, DELETE and TRUNCATE of the outbox table).
@@ -90,22 +90,13 @@ type sourceStats struct {
 	slotLosses SlotLossCounter
 }
 
-// ErrNotTaken is given to the Done of a batch that the source handed to the
-// decorator of [Metrics.Source] and that the runner never took, because it
-// was stopping. The source offers it again on its next Run, as it would a
-// batch the runner had not taken from it directly.
-var ErrNotTaken = errors.New("batch not taken: the relay was stopping")
-
-// Source returns src counting the batches it hands on and its restarts,
-// and exports the numbers src knows through the interfaces above.
-//
-// The decorator stands between src and the runner: it takes each batch
-// from src, counts it, and offers it to the runner. So that every batch
-// src handed over still gets exactly one Done, a batch the runner never
-// takes (it was stopping) gets Done(ErrNotTaken); by then the runner has
-// settled every batch it took, so the order of Done calls holds.
-func (m *Metrics) Source(src connector.Source) connector.Source {
+// ExportSource exports the numbers src knows through the interfaces above,
+// read at every scrape, and lets the probes ask src whether it is connected
+// (Streamer). It does not wrap src: what src does is told by the runner
+// (see [Metrics.Observer]).
+func (m *Metrics) ExportSource(src connector.Source) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.stats = sourceStats{}
 	m.stats.skips, _ = src.(SkipCounter)
 	m.stats.cleaner, _ = src.(Cleaner)
@@ -113,69 +104,78 @@ func (m *Metrics) Source(src connector.Source) connector.Source {
 	m.stats.backlog, _ = src.(Backlogger)
 	m.stats.streamer, _ = src.(Streamer)
 	m.stats.slotLosses, _ = src.(SlotLossCounter)
-	m.mu.Unlock()
-	return &source{src: src, m: m}
 }
 
-type source struct {
-	src connector.Source
-	m   *Metrics
-}
+// Observer returns the hooks the runner calls ([connector.WithObserver]):
+// they count the batches taken, the restarts of the source and the dead
+// letters, and keep for the probes whether the source runs, how its last
+// run ended, and since when the runner has held a batch it has not handed
+// to the sink in full. Each takes m's lock for a few assignments, and
+// never blocks otherwise.
+func (m *Metrics) Observer() connector.Observer { return runnerHooks{m} }
 
-func (s *source) Run(ctx context.Context, out chan<- connector.Batch) error {
-	s.m.started()
-	in := make(chan connector.Batch)
-	res := make(chan error, 1)
-	go func() { res <- s.src.Run(ctx, in) }()
-	// The source's state is looked at every second, so that how long it
-	// has been down is known to within a second when a probe asks.
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var err error
-loop:
-	for {
-		select {
-		case <-tick.C:
-			s.m.mu.Lock()
-			s.m.observeLocked()
-			s.m.mu.Unlock()
-		case b := <-in:
-			s.m.offered(len(b.Events))
-			select {
-			case out <- b:
-				s.m.taken()
-			case <-ctx.Done():
-				s.m.taken()
-				if b.Done != nil {
-					b.Done(ErrNotTaken)
-				}
-				err = <-res
-				break loop
-			}
-		case err = <-res:
-			break loop
-		}
-	}
-	s.m.stopped(err)
-	return err
-}
+type runnerHooks struct{ m *Metrics }
 
-func (m *Metrics) started() {
+var _ connector.Observer = runnerHooks{}
+
+func (h runnerHooks) SourceStarted() {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.runs > 0 {
 		m.restarts.Inc()
 	}
 	m.runs++
-	m.running, m.runningSince, m.lastErr = true, m.now(), nil
+	m.running, m.lastErr = true, nil
 	m.observeLocked()
 }
 
-func (m *Metrics) stopped(err error) {
+func (h runnerHooks) SourceStopped(err error) {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.observeLocked()
 	m.running, m.lastErr = false, err
+}
+
+func (h runnerHooks) BatchTaken(events int) {
+	m := h.m
+	if events > 0 {
+		m.batchEvents.Observe(float64(events))
+	}
+	now := m.now()
+	m.mu.Lock()
+	m.waitingSince = now
+	m.mu.Unlock()
+}
+
+func (h runnerHooks) BatchHandedOver() {
+	m := h.m
+	m.mu.Lock()
+	m.waitingSince = time.Time{}
+	m.mu.Unlock()
+}
+
+func (h runnerHooks) DeadLettered() { h.m.deadLettered.Inc() }
+
+// Watch looks once a second, until ctx is done, at whether the source is
+// up, so that a probe learns how long it has been down to within a second
+// however seldom probes and scrapes come: each of them looks too, but
+// one that comes after a long quiet would otherwise date the source's
+// last moment up to the one before it.
+func (m *Metrics) Watch(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			m.mu.Lock()
+			m.observeLocked()
+			m.mu.Unlock()
+		}
+	}
 }
 
 // upLocked reports whether the source is up: running and, if it can tell,
@@ -197,19 +197,4 @@ func (m *Metrics) observeLocked() {
 	if up, standby := m.upLocked(); up || standby {
 		m.lastUp = m.now()
 	}
-}
-
-func (m *Metrics) offered(events int) {
-	if events > 0 {
-		m.batchEvents.Observe(float64(events))
-	}
-	m.mu.Lock()
-	m.waitingSince = m.now()
-	m.mu.Unlock()
-}
-
-func (m *Metrics) taken() {
-	m.mu.Lock()
-	m.waitingSince = time.Time{}
-	m.mu.Unlock()
 }

@@ -25,17 +25,27 @@ func WithMaxTopics(n int) Option {
 	}
 }
 
+// WithDeadLetterTopic gives the dead letter topic (kafka.dead_letter_topic)
+// a label of its own, past the bound of [WithMaxTopics] too. Empty: none.
+func WithDeadLetterTopic(topic string) Option {
+	return func(m *Metrics) {
+		if topic != "" {
+			m.topics.pin(topic)
+		}
+	}
+}
+
 // topicLabels gives each topic its label: its own name for the first max
 // topics seen since the relay started, [OtherTopics] for any other. Topics
 // are input (an aggregate type names one), so without a bound every new
-// aggregate type would add series for good: 20,000 of them made /metrics
-// 3 MB (issue 24).
+// aggregate type would add series for good, a few hundred bytes of
+// /metrics each.
 //
 // First seen, not first by name: a label once given is never taken back,
 // so a series never stops in the middle of a run, whatever topic comes
 // next. Which topics got labels can differ from one run to the next, but
 // counters start again at every restart anyway. The dead letter topic
-// always gets its own label (see [sink.counters]): there is one, and its
+// always gets its own label ([WithDeadLetterTopic]): there is one, and its
 // count matters most when many others arrive.
 type topicLabels struct {
 	max int

@@ -31,7 +31,7 @@ func TestTopicSeriesAreBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			m, err := New(reg, WithMaxTopics(tc.max))
+			m, err := New(reg, WithMaxTopics(tc.max), WithDeadLetterTopic("dead.letters"))
 			if err != nil {
 				t.Fatal(err)
 			}

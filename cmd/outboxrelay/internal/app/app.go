@@ -215,7 +215,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 		// key column is NULL (EventRouterDelegate.defineRecordKey).
 		runOpts = append(runOpts, connector.WithRouter(allowed), connector.WithNullKeys())
 	}
-	r, err := connector.NewRunner(obs.m.Source(src), obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), runOpts...)
+	obs.m.ExportSource(src)
+	r, err := connector.NewRunner(src, obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), append(runOpts, connector.WithObserver(obs.m.Observer()))...)
 	if err != nil {
 		return err
 	}

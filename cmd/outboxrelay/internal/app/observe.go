@@ -23,8 +23,10 @@ import (
 const kafkaCheckMaxAge = time.Second
 
 // observer wires the metrics, the health checks and the HTTP endpoint
-// around one relay: it decorates the source and the sink, hooks into the
-// Kafka client, and judges health from what it sees.
+// around one relay: the runner tells the metrics what it does
+// (metrics.Metrics.Observer), a decorator of the sink counts each message,
+// hooks count the Kafka client's work, and the probes judge health from
+// what those see.
 type observer struct {
 	cfg *config.Config
 	log *slog.Logger
@@ -77,7 +79,8 @@ func (o *observer) halt(err error) { o.halted.Store(&err) }
 
 func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version), metrics.WithMaxTopics(cfg.Metrics.MaxTopics))
+	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version), metrics.WithMaxTopics(cfg.Metrics.MaxTopics),
+		metrics.WithDeadLetterTopic(cfg.Kafka.DeadLetterTopic))
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +163,13 @@ func (o *observer) serve(ctx context.Context) (stop func(), err error) {
 	srvCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(srvCtx) }()
+	// The liveness probe's measure of a source that is down, kept while
+	// the endpoint serves it.
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		o.m.Watch(srvCtx)
+	}()
 	// Say what a stop waits for; the runner says when it gives up.
 	rc := o.cfg.RunnerConfig()
 	rc.SetDefaults()
@@ -183,6 +193,7 @@ func (o *observer) serve(ctx context.Context) (stop func(), err error) {
 			if err := <-done; err != nil {
 				o.log.Warn("http endpoint stopped with an error", "component", "http", "err", err)
 			}
+			<-watched
 			pg.Close()
 		})
 	}, nil
