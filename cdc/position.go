@@ -10,8 +10,8 @@ import (
 )
 
 // positions is the one record of where a CDC source stands, from the
-// stream to the slot; nothing else in the package holds a position. Normally
-// reported ≤ saved ≤ acked ≤ emitted:
+// stream to the slot: the rest of the package asks it rather than keep a
+// copy. Normally reported ≤ saved ≤ acked ≤ emitted:
 //
 //   - emitted: the end of the last transaction handed to the runner on the
 //     current stream; once acked reaches it, nothing is in flight;

@@ -19,7 +19,9 @@ import (
 // tick, confirms it to the slot. No goroutine of the source's own waits
 // for Kafka in between: the stream starts a save and goes on reading, so
 // a slow checkpoint topic neither stalls the replication stream nor keeps
-// it from answering the server.
+// it from answering the server. The store keeps a client of its own, not
+// the sink's, so that a checkpoint never waits behind the events' produce
+// buffer (sink.CheckpointStore).
 
 // saver saves the checkpoints of a source whose store saves them (not in
 // Kafka transactions), one at a time: the position decides when one is due
