@@ -208,7 +208,7 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	case createSlot:
 		s.log.Info("backfill: creating the slot with a snapshot and publishing the chosen outbox rows from it", attrs...)
 	default:
-		s.slotLosses.Add(1)
+		s.count.lossFound()
 		s.log.Warn("backfill: the replication slot was lost; publishing the outbox rows committed since then again, then carrying on from the slot",
 			append(attrs, "cause", string(cause))...)
 	}
@@ -217,7 +217,7 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	// were chosen from as its commit time until Kafka has them all
 	// (SnapshotPending): run again after an interruption, the backfill
 	// chooses the same rows.
-	s.setCurrent(&connector.Checkpoint{Key: s.identity.CheckpointKey(s.cfg.Slot), CommitTime: since})
+	s.setCurrent(&connector.Checkpoint{Key: s.key(), CommitTime: since})
 	if slot.exists && slot.lost {
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
 			return slotPosition{}, classify("drop the invalidated replication slot", err)

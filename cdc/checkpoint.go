@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -18,9 +16,10 @@ import (
 //
 //   - acked: what Kafka has acknowledged, raised by the batches' Done
 //     callbacks as they come;
-//   - saved: the part of it a checkpoint holds, raised by the saver every
-//     cdc.checkpoint_interval while acked moves, or by the commit of the
-//     Kafka transaction a checkpoint goes in (txn.go);
+//   - saved: the part of it a checkpoint holds, raised by the store's
+//     saves, which the stream starts every cdc.checkpoint_interval while
+//     acked moves (save.go), or by the commit of the Kafka transaction a
+//     checkpoint goes in (txn.go);
 //   - the slot: confirmed only up to saved, never beyond.
 //
 // (position.go keeps them, and decides with them.) So the slot is never
@@ -29,10 +28,32 @@ import (
 // already has.
 //
 // How a checkpoint is written is chosen once, when the store is opened:
-// the store saves it (the saver below), or, with kafka.delivery
+// the store saves it (save.go), or, with kafka.delivery
 // exactly_once, the sink commits it in the Kafka transaction of the events
 // it covers (txn.go). Either way every batch that ends a source
 // transaction goes through one checkpointFunc.
+
+// checkpoints is how a source keeps its checkpoints: the store, opened on
+// the first connection, the server's identity that names them, and how a
+// checkpoint is written, chosen once, when the store is opened. It holds
+// no position: the checkpoints it writes and reads go into the position
+// record. Run's goroutine sets it; the batches' calls, on the runner's
+// goroutines, read what does not change once the store is open.
+type checkpoints struct {
+	open         OpenCheckpoints
+	relayVersion string
+	store        connector.CheckpointStore // opened on the first connection
+	identity     Identity
+	// write gives every batch that ends a source transaction its
+	// checkpoint.
+	write checkpointFunc
+	// recorder: the sink commits the checkpoints in the events' Kafka
+	// transactions (kafka.delivery exactly_once, txn.go); nil: the store
+	// saves them. Set with write, and only there.
+	recorder connector.CheckpointRecorder
+	needMark bool // exactly once: commit a checkpoint before streaming
+	loaded   bool // the store was read once
+}
 
 // checkpointFunc gives a batch that ends after txn (a source transaction,
 // or a mark at a position) its checkpoint: mark, when not nil, is the
@@ -62,7 +83,7 @@ type OpenCheckpoints func(ctx context.Context, key connector.CheckpointKey) (con
 // returns; relayVersion is written into each. Without it, checkpoints live
 // in memory: a reconnect still catches a lost slot, a restart cannot.
 func WithCheckpoints(open OpenCheckpoints, relayVersion string) Option {
-	return func(s *Source) { s.openStore, s.relayVersion = open, relayVersion }
+	return func(s *Source) { s.ckpt.open, s.ckpt.relayVersion = open, relayVersion }
 }
 
 // Checkpoint is the last checkpoint the source saved or loaded, if any.
@@ -78,31 +99,32 @@ func (s *Source) Checkpoint() (connector.Checkpoint, bool) {
 // loadCheckpoint identifies the server, opens the store and reads the
 // checkpoint, once per source.
 func (s *Source) loadCheckpoint(ctx context.Context) error {
-	if s.store != nil {
+	c := &s.ckpt
+	if c.store != nil {
 		return nil
 	}
 	id, err := Identify(ctx, s.cfg.URL, s.cfg.Network)
 	if err != nil {
 		return err
 	}
-	s.identity = id
+	c.identity = id
 	key := id.CheckpointKey(s.cfg.Slot)
 	var store connector.CheckpointStore = &memoryCheckpoints{}
-	if s.openStore != nil {
-		if store, err = s.openStore(ctx, key); err != nil {
+	if c.open != nil {
+		if store, err = c.open(ctx, key); err != nil {
 			return fmt.Errorf("open the checkpoint store: %w", err)
 		}
 	}
 	// The one place the source asks how checkpoints are written
-	// (kafka.delivery); the rest follows from s.checkpoint.
+	// (kafka.delivery); the rest follows from c.write.
 	if rec, ok := store.(connector.CheckpointRecorder); ok && rec.Transactions() {
 		// txn.go: read once the slot is this relay's and the other
 		// writers are fenced, in prepare.
-		s.recorder, s.checkpoint = rec, s.txnCheckpoint
-		s.store = store
+		c.recorder, c.write = rec, s.txnCheckpoint
+		c.store = store
 		return nil
 	}
-	s.checkpoint = s.storeCheckpoint
+	c.write = s.storeCheckpoint
 	if err := s.firstLoad(ctx, store); err != nil {
 		store.Close()
 		return err
@@ -113,7 +135,7 @@ func (s *Source) loadCheckpoint(ctx context.Context) error {
 // firstLoad reads the checkpoint the first time, into a source that knows
 // none yet.
 func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore) error {
-	key := s.identity.CheckpointKey(s.cfg.Slot)
+	key := s.key()
 	cp, found, err := store.Load(ctx)
 	if err != nil {
 		if errors.Is(err, connector.ErrCheckpointUnreadable) {
@@ -121,8 +143,7 @@ func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore)
 		}
 		return fmt.Errorf("read the checkpoint of slot %q: %w", s.cfg.Slot, err)
 	}
-	s.store = store
-	s.loaded = true
+	s.ckpt.store, s.ckpt.loaded = store, true
 	if found {
 		s.pos.update(func(p *positions) { p.load(cp, cp.Key == key) })
 		s.log.Info("read the checkpoint", "slot", s.cfg.Slot, "end_lsn", pglogrepl.LSN(cp.EndLSN).String(),
@@ -135,7 +156,7 @@ func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore)
 // slot: another relay on the same slot saves under the same key, and the
 // position it reached is where this one takes over.
 func (s *Source) reloadCheckpoint(ctx context.Context) error {
-	cp, found, err := s.store.Load(ctx)
+	cp, found, err := s.ckpt.store.Load(ctx)
 	if err != nil {
 		if errors.Is(err, connector.ErrCheckpointUnreadable) {
 			return connector.Permanent(fmt.Errorf("read the checkpoint of slot %q: %w", s.cfg.Slot, err))
@@ -146,7 +167,7 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 		return nil
 	}
 	var took bool
-	s.pos.update(func(p *positions) { took = p.takeOver(cp, s.identity.CheckpointKey(s.cfg.Slot)) })
+	s.pos.update(func(p *positions) { took = p.takeOver(cp, s.key()) })
 	if !took {
 		return nil
 	}
@@ -162,14 +183,14 @@ func (s *Source) reloadCheckpoint(ctx context.Context) error {
 // while the store still holds this source's own last checkpoint, so that
 // a session that wrote one since (one that recreated the slot) keeps it.
 func (s *Source) saveLate(ctx context.Context) bool {
-	if s.recorder != nil {
+	if s.ckpt.recorder != nil {
 		return false // the sink committed every checkpoint there is (txn.go)
 	}
 	p := s.pos.get()
-	if p.current == nil || p.current.Key != s.identity.CheckpointKey(s.cfg.Slot) {
+	if p.current == nil || p.current.Key != s.key() {
 		return false
 	}
-	cp, found, err := s.store.Load(ctx)
+	cp, found, err := s.ckpt.store.Load(ctx)
 	if err != nil || !found || cp.Key != p.current.Key || cp.EndLSN != p.current.EndLSN || cp.Events != p.current.Events {
 		return false
 	}
@@ -186,122 +207,18 @@ func (s *Source) setCurrent(cp *connector.Checkpoint) {
 	s.pos.update(func(p *positions) { p.current = cp })
 }
 
+// key is the key the source's checkpoints are saved under.
+func (s *Source) key() connector.CheckpointKey { return s.ckpt.identity.CheckpointKey(s.cfg.Slot) }
+
 // ids is what every checkpoint of the source says of itself.
 func (s *Source) ids() checkpointIdentity {
-	return checkpointIdentity{key: s.identity.CheckpointKey(s.cfg.Slot), timeline: s.identity.Timeline, relayVersion: s.relayVersion}
+	return checkpointIdentity{key: s.key(), timeline: s.ckpt.identity.Timeline, relayVersion: s.ckpt.relayVersion}
 }
 
 // Close releases the checkpoint store. Call it once Run has returned for
 // the last time.
 func (s *Source) Close() {
-	if s.store != nil {
-		s.store.Close()
+	if s.ckpt.store != nil {
+		s.ckpt.store.Close()
 	}
 }
-
-// save stores a checkpoint of the acknowledged position, when it moved
-// since the last one, and then lets the slot be confirmed up to it. Only
-// one save runs at a time: the checkpointer's, or Run's own while no
-// checkpointer runs.
-func (s *Source) save(ctx context.Context) error {
-	if s.recorder != nil {
-		return nil // the sink commits the checkpoints (txn.go)
-	}
-	cp, ok := s.pos.get().toSave(s.ids(), time.Now())
-	if !ok {
-		return nil
-	}
-	if err := s.store.Save(ctx, cp); err != nil {
-		return fmt.Errorf("save the checkpoint at %s: %w", pglogrepl.LSN(cp.EndLSN), err)
-	}
-	s.pos.update(func(p *positions) { p.stored(cp, time.Now()) })
-	return nil
-}
-
-// checkpointer saves a checkpoint every cdc.checkpoint_interval while
-// events are acknowledged. A position that moved only with the server's
-// WAL (keepalives, other tables) is saved once a status interval: the slot
-// must follow it so that the server can recycle WAL, but not five times a
-// second on a busy server with an idle outbox. Its first failure ends it
-// and goes to failed; the stream then stops on it.
-type checkpointer struct {
-	stop   context.CancelFunc
-	done   chan struct{}
-	failed chan error
-}
-
-func (s *Source) startCheckpointer(ctx context.Context) *checkpointer {
-	ctx, stop := context.WithCancel(ctx)
-	c := &checkpointer{stop: stop, done: make(chan struct{}), failed: make(chan error, 1)}
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(s.cfg.CheckpointInterval)
-		defer t.Stop()
-		savedEvents := s.pos.get().events
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			p := s.pos.get()
-			if !p.saveDue(savedEvents, time.Now(), s.cfg.StatusInterval) {
-				continue
-			}
-			n := p.events
-			// A save that Kafka does not answer must not hold the
-			// position back for ever unnoticed.
-			sctx, cancel := context.WithTimeout(ctx, max(10*time.Second, 10*s.cfg.CheckpointInterval))
-			err := s.save(sctx)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					c.failed <- err
-				}
-				return
-			}
-			savedEvents = n
-		}
-	}()
-	return c
-}
-
-// halt stops the checkpointer and waits for it.
-func (c *checkpointer) halt() {
-	c.stop()
-	<-c.done
-}
-
-// memoryCheckpoints is the store of a source given none: it keeps the
-// last checkpoint for the life of the process.
-type memoryCheckpoints struct {
-	mu    sync.Mutex
-	cp    connector.Checkpoint
-	found bool
-}
-
-func (m *memoryCheckpoints) Load(context.Context) (connector.Checkpoint, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.cp, m.found, nil
-}
-
-func (m *memoryCheckpoints) Save(_ context.Context, cp connector.Checkpoint) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cp, m.found = cp, true
-	return nil
-}
-
-func (m *memoryCheckpoints) Close() {}
-
-// checkpointError is a checkpoint that could not be saved. The stream
-// stops on it: the slot cannot be confirmed past the last checkpoint, and
-// WAL would pile up behind a relay that looks healthy.
-type checkpointError struct{ err error }
-
-func (e *checkpointError) Error() string {
-	return fmt.Sprintf("%v; the slot is confirmed only up to a saved checkpoint, so the relay stops until it can save one", e.err)
-}
-
-func (e *checkpointError) Unwrap() error { return e.err }

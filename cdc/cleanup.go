@@ -125,12 +125,6 @@ func (s *Source) cleanup(ctx context.Context) {
 	}
 }
 
-// CleanedRows counts the outbox rows cleanup deleted.
-func (s *Source) CleanedRows() int64 { return s.cleaned.Load() }
-
-// CleanupErrors counts the cleanup rounds that failed.
-func (s *Source) CleanupErrors() int64 { return s.cleanupErrs.Load() }
-
 func (c *cleaner) close(ctx context.Context) {
 	if c.conn != nil {
 		pgsql.Close(ctx, c.conn)
@@ -149,7 +143,7 @@ func (c *cleaner) round(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		s.cleanupErrs.Add(1)
+		s.count.cleanupErrs.Add(1)
 		c.close(ctx)
 		err = classify("clean the outbox table", err)
 		var pe *pgconn.PgError
@@ -167,7 +161,7 @@ func (c *cleaner) round(ctx context.Context) {
 		s.log.Info("outbox cleanup works again")
 	}
 	if n > 0 {
-		s.log.Info("outbox cleanup deleted rows whose events are in Kafka", "rows", n, "cleaned_total", s.cleaned.Load())
+		s.log.Info("outbox cleanup deleted rows whose events are in Kafka", "rows", n, "cleaned_total", s.count.cleaned.Load())
 	}
 }
 
@@ -206,7 +200,7 @@ func (c *cleaner) work(ctx context.Context) (int64, error) {
 			}
 			n := tag.RowsAffected()
 			total += n
-			s.cleaned.Add(n)
+			s.count.cleaned.Add(n)
 			if n < int64(s.cfg.Cleanup.BatchSize) {
 				break
 			}

@@ -13,13 +13,10 @@ import (
 // Reading a backlog in bulk. A walsender decoding a backlog sends each
 // change as soon as it is decoded. A relay that keeps up with it finds
 // its socket empty after every message, and sleeps and wakes for each:
-// a context switch and a wakeup on both sides per event. On two shared
-// cores that mode feeds itself: the relay's CPU per event triples, the
-// walsender loses the time it needs, and so the relay stays caught up.
-// Drains seen in it ran at 0.2-0.52x pg_recvlogical's rate with 0.56-0.83
-// context switches and up to 0.78 reads and writes per event, against
-// 0.02-0.08 and 0.09-0.12 in the others (docs/performance.md, "The slow
-// mode").
+// a context switch and a wakeup on both sides per event. On few cores
+// that mode feeds itself: the relay spends its CPU on wakeups rather than
+// on events, the walsender loses the time it needs, and so the relay
+// stays caught up, draining the backlog far slower than it could.
 //
 // So while the server sends transactions that committed well before it
 // sent them, a backlog that nobody waits on within milliseconds, the
@@ -41,12 +38,19 @@ const (
 	coalesceWait = 5 * time.Millisecond
 )
 
+// bulkRead is how the socket wakes the stream: coalescing while it wakes
+// it only for a backlog's worth of bytes, backlog while the server sends
+// transactions well after they committed; failed once setting
+// SO_RCVLOWAT failed.
+type bulkRead struct{ coalescing, backlog, failed bool }
+
 // noteLag switches bulk reading on or off by how late the transaction the
 // server just began sending is.
 func (st *stream) noteLag(sent, committed time.Time) {
+	b := &st.bulk
 	want := sent.Sub(committed) >= coalesceLag
-	st.backlog = want
-	if want == st.coalescing {
+	b.backlog = want
+	if want == b.coalescing {
 		return
 	}
 	n := 1
@@ -55,13 +59,13 @@ func (st *stream) noteLag(sent, committed time.Time) {
 	}
 	if err := setRcvLowat(st.conn.Conn(), n); err != nil {
 		// Only the cost per event is at stake, not an event: say so once.
-		if !st.coalesceFailed {
-			st.coalesceFailed = true
+		if !b.failed {
+			b.failed = true
 			st.src.log.Debug("cannot read the backlog in bulk; reading it message by message", "slot", st.src.cfg.Slot, "err", err)
 		}
 		return
 	}
-	st.coalescing = want
+	b.coalescing = want
 	if want {
 		st.src.log.Debug("reading a backlog in bulk: the server is sending transactions well after they committed",
 			"slot", st.src.cfg.Slot, "behind", sent.Sub(committed).Round(time.Millisecond).String())
@@ -75,13 +79,21 @@ func (st *stream) noteLag(sent, committed time.Time) {
 // transactions, at most coalesceWait away, and the one set kept while it
 // is within that, so that the deadline is not moved for every message.
 func (st *stream) readDeadline(now, want, set time.Time) time.Time {
-	if !st.coalescing && len(st.held.done) == 0 {
+	if !st.bulk.coalescing && len(st.batch.held.done) == 0 {
 		return want
 	}
 	if set.After(now) && !set.After(want) && !set.After(now.Add(coalesceWait)) {
 		return set
 	}
 	return minTime(want, now.Add(coalesceWait))
+}
+
+// stopCoalescing wakes the stream for every byte again.
+func (st *stream) stopCoalescing() {
+	if st.bulk.coalescing {
+		_ = setRcvLowat(st.conn.Conn(), 1)
+		st.bulk.coalescing = false
+	}
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -94,7 +106,7 @@ func minTime(a, b time.Time) time.Time {
 // setRcvLowat sets the socket's SO_RCVLOWAT: the bytes that must have
 // arrived before a reader waiting on it is woken. A read still returns
 // whatever has arrived; only the wakeup waits. Sockets that are not TCP
-// (a Unix socket) accept it and wake as before.
+// (a Unix socket) accept it and go on waking for every byte.
 func setRcvLowat(c net.Conn, n int) error {
 	if t, ok := c.(*tls.Conn); ok {
 		c = t.NetConn()
@@ -117,19 +129,17 @@ func setRcvLowat(c net.Conn, n int) error {
 // Handing a backlog on in bulk. The runner takes each batch from the
 // stream's goroutine and produces its records; when it waits for the next
 // one, franz-go's sender runs and sends what it has. With a batch per
-// transaction, that is a produce request per transaction: in the
-// benchmark's drain (transactions of 1-100 rows, 32 partitions), 5.3
-// records a partition batch, and the broker's CPU and the relay's went on
-// requests rather than records. So while the stream is a backlog, whole
-// transactions are held and handed on together, up to holdEvents or
-// holdBytes, or coalesceWait after the first began to arrive, or when a
-// read finds nothing more for now. Caught up, each transaction goes on at
-// its commit, as before.
+// transaction and small transactions, that is a produce request per
+// transaction with a few records in each partition's batch, and the
+// broker's CPU and the relay's go on requests rather than records. So
+// while the stream is a backlog, whole transactions are held and handed
+// on together, up to holdEvents or holdBytes, or coalesceWait after the
+// first began to arrive, or when a read finds nothing more for now.
+// Caught up, each transaction goes on at its commit.
 //
-// 64 events make 7.5 records a partition batch there. 128 made 11, but
-// what is held and handed on comes on top of the records in flight
-// (kafka.max_buffered_records), and the peak RSS rose by up to 3 MiB
-// (docs/performance.md, "Handing a backlog on in bulk").
+// What is held comes on top of the records in flight
+// (kafka.max_buffered_records), so the bound is small: a larger one fills
+// each partition's batch a little more, and costs memory for it.
 const (
 	holdEvents = 64
 	holdBytes  = 64 << 10
@@ -147,16 +157,16 @@ type held struct {
 // hold adds the transaction just committed, its events at the end of the
 // batch, to what is held, and hands it all on unless the backlog goes on.
 func (st *stream) hold(ctx context.Context, mark func() (*connector.Message, error), done func(error)) error {
-	h := &st.held
+	h, received := &st.batch.held, st.txn.stages.Received
 	if len(h.done) == 0 {
-		h.since = st.stages.Received
+		h.since = received
 	}
 	h.done = append(h.done, done)
 	if mark != nil {
 		h.mark = mark
 	}
-	h.n, h.bytes = len(st.batch), st.batchBytes
-	if st.backlog && h.n < holdEvents && h.bytes < holdBytes && st.stages.Received.Sub(h.since) < coalesceWait {
+	h.n, h.bytes = len(st.batch.events), st.batch.bytes
+	if st.bulk.backlog && h.n < holdEvents && h.bytes < holdBytes && received.Sub(h.since) < coalesceWait {
 		return nil
 	}
 	return st.release(ctx)
@@ -166,11 +176,11 @@ func (st *stream) hold(ctx context.Context, mark func() (*connector.Message, err
 // transaction's in commit order; events of the transaction being received
 // stay in the batch.
 func (st *stream) release(ctx context.Context) error {
-	h := st.held
+	h := st.batch.held
 	if len(h.done) == 0 {
 		return nil
 	}
-	st.held = held{}
+	st.batch.held = held{}
 	done := h.done[0]
 	if len(h.done) > 1 {
 		done = func(err error) {

@@ -106,6 +106,9 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 	backlogEnd := currentLSN(ctx, t, admin)
 	time.Sleep(backlogAge)
 	sizes = nil
+	// The live event's insert shares admin: the test uses admin again
+	// only once the insert has returned.
+	wrote := make(chan struct{})
 	receive(1, 52, func() {
 		// 50 from the backlog, then one live once they are in.
 		for !strings.Contains(logs.String(), "reading a backlog in bulk") {
@@ -116,12 +119,14 @@ func TestCDCReadsABacklogInBulk(t *testing.T) {
 			}
 		}
 		go func() {
+			defer close(wrote)
 			time.Sleep(500 * time.Millisecond)
 			if _, err := admin.Exec(ctx, `INSERT INTO outbox VALUES (gen_random_uuid(), 'order', '51', 'created', '{}')`); err != nil {
 				t.Errorf("write the live event: %v", err)
 			}
 		}()
 	})
+	<-wrote
 	if !strings.Contains(logs.String(), "caught up with the server: reading message by message") {
 		t.Errorf("a live event did not switch bulk reading off; log:\n%s", logs.String())
 	}

@@ -49,8 +49,8 @@ func TestConfigReceiveTimeout(t *testing.T) {
 
 // TestConfigValidateNames: every name the source puts into SQL is one
 // PostgreSQL keeps as written, with no character that could end a line of
-// the SQL printed for it (issue 24); quotes, semicolons and spaces are
-// quoted, so they pass.
+// the SQL printed for it; quotes, semicolons and spaces are quoted, so
+// they pass.
 func TestConfigValidateNames(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -66,7 +66,7 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 		}
 		err = s.startReplication(ctx, conn, start)
 		if err == nil {
-			s.holder = 0
+			s.wait.holder = 0
 			return conn, start, nil, nil
 		}
 		closeConn(conn)
@@ -98,7 +98,7 @@ func (s *Source) openReplication(ctx context.Context) (*pgconn.PgConn, error) {
 // cdc.status_interval, well within it.
 func (s *Source) limitWalSender() pgsql.Option {
 	return func(cfg *pgconn.Config) {
-		if s.sessionWalSenderTimeout.Load() {
+		if s.server.sessionWalSenderTimeout {
 			pgsql.DefaultParam("wal_sender_timeout", strconv.FormatInt(s.cfg.ReceiveTimeout.Milliseconds(), 10))(cfg)
 		}
 	}
@@ -148,8 +148,8 @@ func (s *Source) firstCheckpoint(ctx context.Context, snapshot bool) error {
 		s.pos.update(func(p *positions) { p.snapshotPending = true })
 	}
 	due := !ok || snapshot
-	if s.recorder != nil {
-		s.needMark = due
+	if s.ckpt.recorder != nil {
+		s.ckpt.needMark = due
 		return nil
 	}
 	if !due {

@@ -132,39 +132,38 @@ func (h *historyCheck) keepalive(wal pglogrepl.LSN) (done bool, differs string) 
 }
 
 // checkHistory replays the slot when it is behind the checkpoint, and
-// keeps what it found for judge. conn is prepare's connection.
-func (s *Source) checkHistory(ctx context.Context, conn *pgx.Conn) error {
-	s.history = nil
+// returns what it found, for judge (nil: no replay was needed). conn is
+// prepare's connection.
+func (s *Source) checkHistory(ctx context.Context, conn *pgx.Conn) (*historyFinding, error) {
 	cp, ok := s.Checkpoint()
-	if !ok || cp.Key != s.identity.CheckpointKey(s.cfg.Slot) {
-		return nil
+	if !ok || cp.Key != s.key() {
+		return nil, nil
 	}
 	qctx, cancel := s.cfg.Network.Query(ctx)
 	slot, err := s.readSlot(qctx, conn)
 	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !slot.exists || slot.lost || uint64(slot.confirmed) >= cp.EndLSN || slot.wal == 0 || uint64(slot.wal) < cp.EndLSN {
-		return nil // judge needs no replay for these
+		return nil, nil // judge needs no replay for these
 	}
 	if !cp.LastTxn.Known() {
 		s.log.Info("the slot is behind the checkpoint, and the checkpoint has no last_txn (version 1, written by an older relay), so the relay cannot check that this server's history is the one it relayed: "+
 			"a restore from a copy taken before the checkpoint, after which the server wrote past it, would go unnoticed; the checkpoints written from now on carry it",
 			"slot", s.cfg.Slot, "checkpoint_lsn", pglogrepl.LSN(cp.EndLSN).String(), "confirmed_lsn", slot.confirmed.String(), "relay_version", cp.RelayVersion)
-		return nil
+		return nil, nil
 	}
 	chk := newHistoryCheck(cp.LastTxn, cp.EndLSN, slot.confirmed)
 	detail, err := s.replay(ctx, conn, chk)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.history = &historyFinding{end: cp.EndLSN, confirmed: slot.confirmed, differs: detail != "", detail: detail}
 	if detail == "" {
 		s.log.Debug("replayed the slot to the checkpoint: the server's history is the one relayed", "slot", s.cfg.Slot,
 			"from_lsn", chk.start().String(), "checkpoint_lsn", pglogrepl.LSN(cp.EndLSN).String())
 	}
-	return nil
+	return &historyFinding{end: cp.EndLSN, confirmed: slot.confirmed, differs: detail != "", detail: detail}, nil
 }
 
 // replay streams from the slot on a session of its own until chk decides,

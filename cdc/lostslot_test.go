@@ -70,6 +70,13 @@ func TestLostSlotCheckpointHoldsLateAcks(t *testing.T) {
 		t.Fatalf("checkpoint at %d after the lost connection, want the first event's %d", cp.EndLSN, first.EndLSN)
 	}
 	late.Done(nil) // Kafka acknowledged b after the session saved
+	// The walsender sends its FATAL before it exits, and lets go of the
+	// slot only as it does.
+	waitFor(ctx, t, "the terminated walsender to let go of the slot", func() bool {
+		var active bool
+		err := admin.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = 'late_slot'`).Scan(&active)
+		return err == nil && !active
+	})
 	exec(ctx, t, admin, `SELECT pg_drop_replication_slot('late_slot')`)
 
 	err = src.Run(ctx, make(chan connector.Batch))

@@ -56,26 +56,26 @@ func (st *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessa
 	if !slices.Contains(st.src.cfg.MessagePrefixes, m.Prefix) {
 		return nil
 	}
-	if !m.Transactional || !st.inTxn {
+	if !m.Transactional || !st.txn.open {
 		// Written whether or not its transaction commits, and sent at
 		// once, outside any transaction: not an outbox event, which must
 		// commit with the business change. Relaying it could publish an
 		// event of a transaction that rolled back.
-		n := st.src.skipped.Add(1)
-		if time.Since(st.lastMsgWarn) >= time.Minute {
-			st.lastMsgWarn = time.Now()
+		n := st.src.count.skipped.Add(1)
+		if time.Since(st.warned.message) >= time.Minute {
+			st.warned.message = time.Now()
 			st.src.log.Error("skipping a non-transactional logical decoding message with an outbox prefix: it is written even when its transaction rolls back, so it is not an outbox event; write events with pg_logical_emit_message(true, prefix, content)",
 				"prefix", m.Prefix, "lsn", m.LSN.String(), "skipped_total", n)
 		}
 		return nil
 	}
-	if st.skipTxn {
+	if st.txn.skip {
 		return nil
 	}
 	at := &connector.LogicalMessage{Prefix: m.Prefix, LSN: uint64(m.LSN)}
-	origin := fmt.Sprintf("%s, message %q at %s", st.origin, m.Prefix, m.LSN)
-	e := messageEvent(st.src.cfg.Columns, m.Content, at, st.commitTime, origin)
-	e.Stages = st.stages
+	origin := fmt.Sprintf("%s, message %q at %s", st.txn.origin, m.Prefix, m.LSN)
+	e := messageEvent(st.src.cfg.Columns, m.Content, at, st.txn.commitTime, origin)
+	e.Stages = st.txn.stages
 	return st.add(ctx, e)
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // positions is the one record of where a CDC source stands, from the
-// stream to the slot. Normally reported ≤ saved ≤ acked ≤ emitted:
+// stream to the slot: the rest of the package asks it rather than keep a
+// copy. Normally reported ≤ saved ≤ acked ≤ emitted:
 //
 //   - emitted: the end of the last transaction handed to the runner on the
 //     current stream; once acked reaches it, nothing is in flight;
@@ -19,20 +20,23 @@ import (
 //     outlives a connection, so a reconnect starts from it;
 //   - saved: the part of acked that a checkpoint holds. The slot is
 //     confirmed up to it and no further;
-//   - reported: what the current stream last confirmed to the server.
+//   - reported: what the current stream last confirmed to the server;
+//   - start: where the current stream began, before which Kafka has every
+//     transaction already.
 //
 // Beside them it keeps what a checkpoint is built from: the last
 // transaction with events Kafka acknowledged (its commit time and last
 // event id), the last transaction the slot sent whose end Kafka has
 // (lastTxn, the proof of the history, history.go), the checkpoint saved or
-// loaded, and the event counts.
+// loaded and the one being saved, and the event counts.
 //
 // Its methods are the decisions about positions: what the slot may be
 // told, what a checkpoint may hold, when one is due. They do no I/O and
-// read no clock, so they are tested alone (position_test.go); [position]
-// guards one for the goroutines that share it.
+// read no clock (the time is theirs to be given), so they are tested alone
+// (position_test.go); [position] guards one for the goroutines that share
+// it.
 type positions struct {
-	emitted, acked, saved, reported pglogrepl.LSN
+	emitted, acked, saved, reported, start pglogrepl.LSN
 
 	// lastAcked is the last transaction with events that Kafka
 	// acknowledged (or a mark that carried one's commit time and id).
@@ -42,15 +46,23 @@ type positions struct {
 	lastTxn *connector.CheckpointTxn
 	// current is the checkpoint saved or loaded; nil: none.
 	current *connector.Checkpoint
+	// saving is the checkpoint the store is saving (saver); nil: none.
+	saving *connector.Checkpoint
 	// events counts the events Kafka acknowledged for this process;
-	// eventsBase the events the checkpoint counted before.
-	events, eventsBase int64
+	// eventsBase the events the checkpoint counted before. handed counts
+	// the events handed on, up to the last complete transaction handed on
+	// or held (coalesce.go), as a checkpoint committed with a batch counts
+	// them; savedEvents is events when the saver last looked.
+	events, eventsBase, handed, savedEvents int64
 	// snapshotPending: the rows of cdc.snapshot initial (or a backfill)
 	// are not all in Kafka yet, and the checkpoint holds at the slot's
 	// consistent point.
 	snapshotPending bool
-	// lastSave is when the store last saved a checkpoint.
-	lastSave time.Time
+	// lastSave is when the store last saved a checkpoint; lastMark when a
+	// checkpoint last went with a batch or a held transaction, which
+	// counts from when that transaction began to arrive (exactly once,
+	// txn.go).
+	lastSave, lastMark time.Time
 }
 
 // ackedTxn is a transaction with events that Kafka acknowledged, or a
@@ -148,10 +160,40 @@ func (p *positions) resume(slot slotPosition) pglogrepl.LSN {
 	return p.acked
 }
 
-// startStream starts the record of a new stream from start: nothing in
-// flight, nothing reported on it yet.
-func (p *positions) startStream(start pglogrepl.LSN) {
-	p.emitted, p.reported = start, 0
+// startStream starts the record of a new stream from start, at now:
+// nothing in flight, nothing reported on it yet, nothing marked or saved
+// by it yet.
+func (p *positions) startStream(start pglogrepl.LSN, now time.Time) {
+	p.emitted, p.reported, p.start = start, 0, start
+	p.lastMark = now
+	p.savedEvents = p.events
+	p.startHanding()
+}
+
+// startHanding starts the count of events handed on again from what Kafka
+// acknowledged: what a stopped session handed on and Kafka did not
+// acknowledge is handed on again.
+func (p *positions) startHanding() { p.handed = p.events }
+
+// handOn counts n events more handed on and returns the count.
+func (p *positions) handOn(n int64) int64 {
+	p.handed += n
+	return p.handed
+}
+
+// skips reports whether a transaction that commits at final is in Kafka
+// already: it commits before where the stream began. The server skips
+// those itself; the check costs one comparison a transaction.
+func (p positions) skips(final pglogrepl.LSN) bool { return final < p.start }
+
+// emit records the transaction with n events, ending at end, whose first
+// change arrived at began, as handed on (a held one counts: nothing passes
+// it, and it goes to the runner before anything waits for it), and
+// returns the events handed on with it.
+func (p *positions) emit(end pglogrepl.LSN, n int64, began time.Time) int64 {
+	p.emitted = end
+	p.lastMark = began
+	return p.handOn(n)
 }
 
 // load takes the checkpoint read from the store at start; own: it is this
@@ -252,14 +294,17 @@ func (p *positions) stored(cp connector.Checkpoint, now time.Time) {
 	p.lastSave = now
 }
 
-// saveDue reports whether the store's saver should save now, when it last
-// saved with savedEvents events acknowledged: events were acknowledged
-// since, or the position moved only with the server's WAL (keepalives,
-// other tables) and a status interval passed since the last save (the slot
-// must follow it, so that the server can recycle WAL, but not five times a
-// second on a busy server with an idle outbox), or a snapshot the
-// checkpoint says is pending is all in Kafka.
-func (p positions) saveDue(savedEvents int64, now time.Time, statusInterval time.Duration) bool {
+// saveDue reports whether the store's saver should save now, when no save
+// is in flight: events were acknowledged since it last looked, or the
+// position moved only with the server's WAL (keepalives, other tables) and
+// a status interval passed since the last save (the slot must follow it,
+// so that the server can recycle WAL, but not five times a second on a
+// busy server with an idle outbox), or a snapshot the checkpoint says is
+// pending is all in Kafka.
+func (p positions) saveDue(now time.Time, statusInterval time.Duration) bool {
+	if p.saving != nil {
+		return false
+	}
 	snapshotDone := p.current != nil && p.current.SnapshotPending && !p.snapshotPending
 	if snapshotDone {
 		return true
@@ -267,7 +312,39 @@ func (p positions) saveDue(savedEvents int64, now time.Time, statusInterval time
 	if p.acked == p.saved {
 		return false
 	}
-	return p.events != savedEvents || now.Sub(p.lastSave) >= statusInterval
+	return p.events != p.savedEvents || now.Sub(p.lastSave) >= statusInterval
+}
+
+// beginSave is the checkpoint the saver may start saving at now, which it
+// records as in flight. ok is false while a save is in flight, when none
+// is due (saveDue), and when the last checkpoint says the same (toSave).
+func (p *positions) beginSave(id checkpointIdentity, now time.Time, statusInterval time.Duration) (cp connector.Checkpoint, ok bool) {
+	if !p.saveDue(now, statusInterval) {
+		return connector.Checkpoint{}, false
+	}
+	p.savedEvents = p.events
+	if cp, ok = p.toSave(id, now); ok {
+		p.saving = &cp
+	}
+	return cp, ok
+}
+
+// saveEnded records, at now, how the save in flight ended: the store has
+// it (saved), or it failed.
+func (p *positions) saveEnded(saved bool, now time.Time) {
+	if saved && p.saving != nil {
+		p.stored(*p.saving, now)
+	}
+	p.saving = nil
+}
+
+// checkpointWake reports whether the stream wakes at its checkpoint
+// ticks, when nothing else wakes it: something handed on is not
+// confirmed yet, Kafka acknowledged what no checkpoint holds (an earlier
+// session's batches too), a save is in flight, or the checkpoint says a
+// snapshot is pending, whose end needs a save of its own.
+func (p positions) checkpointWake() bool {
+	return p.unconfirmed() || p.acked != p.saved || p.saving != nil || (p.current != nil && p.current.SnapshotPending)
 }
 
 // markAt is a transaction-less mark at lsn: the last acknowledged
@@ -307,13 +384,25 @@ func (p positions) mark(id checkpointIdentity, txn *ackedTxn, events int64, pend
 
 // idleMarkDue reports whether a position the server's keepalives reached
 // while nothing was in flight should go into a checkpoint committed in a
-// Kafka transaction: it is past the saved one, and no snapshot is under
-// way (its checkpoint holds at the consistent point).
-func (p positions) idleMarkDue() bool { return p.emitted > p.saved && !p.snapshotPending }
+// Kafka transaction at now: it is past the saved one, no snapshot is under
+// way (its checkpoint holds at the consistent point), and the last
+// checkpoint that went with a batch is a status interval old: the slot
+// must follow the server's WAL, but need not at every keepalive.
+func (p positions) idleMarkDue(now time.Time, statusInterval time.Duration) bool {
+	return now.Sub(p.lastMark) >= statusInterval && p.emitted > p.saved && !p.snapshotPending
+}
 
-// position guards a source's positions: Kafka's callbacks record acks
-// from the sink's goroutines, the replication loop and the checkpoint
-// saver read and move them.
+// idleMark is the mark at the position keepalives reached while idle, made
+// at now, and the events handed on before it.
+func (p *positions) idleMark(now time.Time) (*ackedTxn, int64) {
+	p.lastMark = now
+	return p.markAt(p.emitted), p.handed
+}
+
+// position guards a source's positions. Kafka's callbacks record in it
+// what the sink's client acknowledged and what the checkpoint store's
+// client saved; Run's goroutine, the stream on it, reads and moves it; the
+// cleanup goroutine, scrapes and probes read it.
 type position struct {
 	mu sync.Mutex
 	p  positions

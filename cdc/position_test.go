@@ -263,23 +263,108 @@ func TestPositionsSaveDue(t *testing.T) {
 	interval := time.Second
 	pending := &connector.Checkpoint{Key: testKey, SnapshotPending: true}
 	for _, tc := range []struct {
-		name        string
-		p           positions
-		savedEvents int64
-		want        bool
+		name string
+		p    positions
+		want bool
 	}{
-		{name: "nothing moved", p: positions{acked: 0x100, saved: 0x100, events: 3}, savedEvents: 3},
-		{name: "events acknowledged", p: positions{acked: 0x200, saved: 0x100, events: 4, lastSave: testNow}, savedEvents: 3, want: true},
-		{name: "only the WAL moved, within a status interval", p: positions{acked: 0x200, saved: 0x100, events: 3, lastSave: testNow.Add(-interval / 2)}, savedEvents: 3},
-		{name: "only the WAL moved, a status interval on", p: positions{acked: 0x200, saved: 0x100, events: 3, lastSave: testNow.Add(-interval)}, savedEvents: 3, want: true},
+		{name: "nothing moved", p: positions{acked: 0x100, saved: 0x100, events: 3, savedEvents: 3}},
+		{name: "events acknowledged", p: positions{acked: 0x200, saved: 0x100, events: 4, savedEvents: 3, lastSave: testNow}, want: true},
+		{name: "only the WAL moved, within a status interval", p: positions{acked: 0x200, saved: 0x100, events: 3, savedEvents: 3, lastSave: testNow.Add(-interval / 2)}},
+		{name: "only the WAL moved, a status interval on", p: positions{acked: 0x200, saved: 0x100, events: 3, savedEvents: 3, lastSave: testNow.Add(-interval)}, want: true},
 		{name: "snapshot all in Kafka", p: positions{acked: 0x100, saved: 0x100, current: pending}, want: true},
 		{name: "snapshot still running", p: positions{acked: 0x100, saved: 0x100, current: pending, snapshotPending: true}},
+		{name: "a save in flight", p: positions{acked: 0x200, saved: 0x100, events: 4, savedEvents: 3, saving: &connector.Checkpoint{EndLSN: 0x180}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.p.saveDue(tc.savedEvents, testNow, interval); got != tc.want {
+			if got := tc.p.saveDue(testNow, interval); got != tc.want {
 				t.Errorf("saveDue() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPositionsSave: a save begins only when one is due and says
+// something new, one at a time, and only its success moves saved; the
+// stream wakes for it while it is in flight.
+func TestPositionsSave(t *testing.T) {
+	interval := time.Second
+	p := positions{emitted: 0x200, acked: 0x200, saved: 0x100, reported: 0x100, events: 4, savedEvents: 3, lastTxn: testTxn, lastAcked: testAcked}
+	cp, ok := p.beginSave(testID, testNow, interval)
+	if !ok || cp.EndLSN != 0x200 || p.saving == nil || *p.saving != cp || p.savedEvents != 4 {
+		t.Fatalf("beginSave() = %+v, %v; saving %+v, savedEvents %d; want a save at 0/200 in flight, savedEvents 4", cp, ok, p.saving, p.savedEvents)
+	}
+	if _, again := p.beginSave(testID, testNow, interval); again {
+		t.Errorf("a second save began while one was in flight")
+	}
+	if !p.checkpointWake() {
+		t.Errorf("checkpointWake() = false with a save in flight")
+	}
+	if p.saved != 0x100 {
+		t.Errorf("saved = %s before the store answered, want 0/100", p.saved)
+	}
+
+	failed := p
+	failed.saveEnded(false, testNow)
+	if failed.saving != nil || failed.saved != 0x100 || failed.current != nil {
+		t.Errorf("after a failed save: saving %+v, saved %s, current %+v; want none, 0/100, none", failed.saving, failed.saved, failed.current)
+	}
+
+	p.saveEnded(true, testNow.Add(time.Millisecond))
+	if p.saving != nil || p.saved != 0x200 || p.current == nil || *p.current != cp || !p.lastSave.Equal(testNow.Add(time.Millisecond)) {
+		t.Errorf("after the save: saving %+v, saved %s, current %+v, lastSave %s; want none, 0/200, the checkpoint saved, its end", p.saving, p.saved, p.current, p.lastSave)
+	}
+	if !p.confirmDue() {
+		t.Errorf("confirmDue() = false after a save the slot has not been told of")
+	}
+	if _, again := p.beginSave(testID, testNow.Add(2*time.Millisecond), interval); again {
+		t.Errorf("a save began with nothing new acknowledged")
+	}
+}
+
+// TestPositionsCheckpointWake: the stream wakes at its checkpoint ticks
+// while there is something to confirm or save, and sleeps through them
+// when there is none.
+func TestPositionsCheckpointWake(t *testing.T) {
+	pending := &connector.Checkpoint{Key: testKey, SnapshotPending: true}
+	for _, tc := range []struct {
+		name string
+		p    positions
+		want bool
+	}{
+		{name: "all confirmed", p: positions{emitted: 0x200, acked: 0x200, saved: 0x200, reported: 0x200}},
+		{name: "in flight", p: positions{emitted: 0x300, acked: 0x200, saved: 0x200, reported: 0x200}, want: true},
+		{name: "saved, not confirmed", p: positions{emitted: 0x200, acked: 0x200, saved: 0x200, reported: 0x100}, want: true},
+		{name: "an earlier session's batch acknowledged late", p: positions{emitted: 0x200, acked: 0x300, saved: 0x200, reported: 0x200}, want: true},
+		{name: "a save in flight", p: positions{emitted: 0x200, acked: 0x200, saved: 0x200, reported: 0x200, saving: &connector.Checkpoint{}}, want: true},
+		{name: "a snapshot whose end needs a save", p: positions{emitted: 0x200, acked: 0x200, saved: 0x200, reported: 0x200, current: pending}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.checkpointWake(); got != tc.want {
+				t.Errorf("checkpointWake() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPositionsStream: a stream's start, what it skips, and what it
+// counts as handed on.
+func TestPositionsStream(t *testing.T) {
+	p := positions{emitted: 0x900, acked: 0x400, saved: 0x300, reported: 0x300, events: 7, handed: 12, savedEvents: 2}
+	p.startStream(0x400, testNow)
+	if p.emitted != 0x400 || p.reported != 0 || p.start != 0x400 || p.handed != 7 || p.savedEvents != 7 || !p.lastMark.Equal(testNow) {
+		t.Fatalf("after startStream: %+v", p)
+	}
+	if !p.skips(0x3ff) || p.skips(0x400) {
+		t.Errorf("skips(0/3FF), skips(0/400) = %v, %v; want true, false", p.skips(0x3ff), p.skips(0x400))
+	}
+	if got := p.emit(0x500, 3, testNow.Add(time.Second)); got != 10 || p.emitted != 0x500 || !p.lastMark.Equal(testNow.Add(time.Second)) {
+		t.Errorf("emit() = %d, emitted %s, lastMark %s; want 10, 0/500, a second on", got, p.emitted, p.lastMark)
+	}
+	if p.idle() {
+		t.Errorf("idle() with a transaction in flight")
+	}
+	if got := p.handOn(2); got != 12 {
+		t.Errorf("handOn(2) = %d, want 12", got)
 	}
 }
 
@@ -329,21 +414,35 @@ func TestPositionsMark(t *testing.T) {
 }
 
 // TestPositionsIdleMarkDue: in Kafka transactions, a position reached
-// while idle goes into a checkpoint unless a snapshot holds it back.
+// while idle goes into a checkpoint once a status interval, unless a
+// snapshot holds it back.
 func TestPositionsIdleMarkDue(t *testing.T) {
+	interval := time.Second
+	long := testNow.Add(-interval)
 	for _, tc := range []struct {
 		name string
 		p    positions
 		want bool
 	}{
-		{name: "moved past the checkpoint", p: positions{emitted: 0x200, saved: 0x100}, want: true},
-		{name: "at the checkpoint", p: positions{emitted: 0x100, saved: 0x100}},
-		{name: "snapshot under way", p: positions{emitted: 0x200, saved: 0x100, snapshotPending: true}},
+		{name: "moved past the checkpoint", p: positions{emitted: 0x200, saved: 0x100, lastMark: long}, want: true},
+		{name: "at the checkpoint", p: positions{emitted: 0x100, saved: 0x100, lastMark: long}},
+		{name: "snapshot under way", p: positions{emitted: 0x200, saved: 0x100, snapshotPending: true, lastMark: long}},
+		{name: "marked within a status interval", p: positions{emitted: 0x200, saved: 0x100, lastMark: testNow.Add(-interval / 2)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.p.idleMarkDue(); got != tc.want {
+			if got := tc.p.idleMarkDue(testNow, interval); got != tc.want {
 				t.Errorf("idleMarkDue() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPositionsIdleMark: the mark at the idle position counts the events
+// handed on, and starts the status interval again.
+func TestPositionsIdleMark(t *testing.T) {
+	p := positions{emitted: 0x500, saved: 0x100, handed: 9, lastAcked: testAcked, lastTxn: testTxn, lastMark: testNow.Add(-time.Hour)}
+	txn, handed := p.idleMark(testNow)
+	if txn.end != 0x500 || txn.lastID != "e-9" || handed != 9 || !p.lastMark.Equal(testNow) {
+		t.Errorf("idleMark() = %+v, %d, lastMark %s; want a mark at 0/500 naming e-9, 9, now", txn, handed, p.lastMark)
 	}
 }

@@ -30,72 +30,92 @@ func (s *Source) prepare(ctx context.Context) (slotPosition, error) {
 		return slotPosition{}, classify("connect to PostgreSQL", err)
 	}
 	defer pgsql.Close(ctx, conn)
-
-	// The checks are a few catalog queries; a server that does not answer
-	// them within the query timeout is as good as gone.
-	qctx, cancel := s.cfg.Network.Query(ctx)
-	defer cancel()
-	if err := s.resolvePatterns(qctx, conn); err != nil { // patterns.go
+	if err := s.checkServer(ctx, conn); err != nil {
 		return slotPosition{}, err
 	}
-	facts, err := s.readFacts(qctx, conn)
+	waited, err := s.awaitSlot(ctx, conn) // slotwait.go
 	if err != nil {
 		return slotPosition{}, err
 	}
-	if err := s.checkStandby(qctx, conn, facts); err != nil { // standby.go
+	if err := s.checkpointAfterWait(ctx, waited); err != nil {
 		return slotPosition{}, err
-	}
-	if err := facts.LogicalWAL().Err(); err != nil {
-		return slotPosition{}, err
-	}
-	if !s.walSenderChecked.Load() {
-		if err := s.checkWalSenderTimeout(qctx, conn); err != nil {
-			return slotPosition{}, err
-		}
-	}
-	if err := s.checkTables(qctx, conn, facts); err != nil {
-		return slotPosition{}, err
-	}
-	if err := s.ensurePublication(qctx, conn, facts); err != nil {
-		return slotPosition{}, err
-	}
-	cancel()
-	waited, err := s.awaitSlot(ctx, conn)
-	if err != nil {
-		return slotPosition{}, err
-	}
-	switch {
-	case s.recorder != nil:
-		// Exactly once (txn.go): no earlier instance may commit once this
-		// one reads the checkpoint it will resume from.
-		if err := s.recorder.Fence(ctx); err != nil {
-			return slotPosition{}, err
-		}
-		if !s.loaded {
-			err = s.firstLoad(ctx, s.store)
-		} else {
-			err = s.reloadCheckpoint(ctx)
-		}
-		if err != nil {
-			return slotPosition{}, err
-		}
-	case waited:
-		// The session that held the slot may have moved it, and with it
-		// the checkpoint (another relay on this slot saves under the
-		// same key): judged against the checkpoint read at start, the
-		// slot would look ahead of it.
-		if err := s.reloadCheckpoint(ctx); err != nil {
-			return slotPosition{}, err
-		}
 	}
 	// history.go: a slot behind the checkpoint is replayed up to it
 	// first, to tell a crash from a restore.
-	if err := s.checkHistory(ctx, conn); err != nil {
+	history, err := s.checkHistory(ctx, conn)
+	if err != nil {
 		return slotPosition{}, err
 	}
-	qctx, cancel = s.cfg.Network.Query(ctx)
+	qctx, cancel := s.cfg.Network.Query(ctx)
 	defer cancel()
-	return s.ensureSlot(qctx, conn)
+	return s.ensureSlot(qctx, conn, history)
+}
+
+// serverNotes is what the source has learned of the server, kept across
+// connections so that what it says of it is said once. Only Run's
+// goroutine touches it.
+type serverNotes struct {
+	// walSenderChecked is set once the server's wal_sender_timeout has
+	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
+	// when the replication session may set its own (PostgreSQL 12+).
+	walSenderChecked, sessionWalSenderTimeout bool
+	// onHotStandby: the server the source last prepared on is a hot
+	// standby (standby.go); hotStandbyLogged: it said so, once.
+	onHotStandby, hotStandbyLogged bool
+}
+
+// checkServer checks the server, the outbox tables and the publication,
+// and adds what the publication lacks. The checks are a few catalog
+// queries; a server that does not answer them within the query timeout is
+// as good as gone.
+func (s *Source) checkServer(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := s.cfg.Network.Query(ctx)
+	defer cancel()
+	if err := s.resolvePatterns(ctx, conn); err != nil { // patterns.go
+		return err
+	}
+	facts, err := s.readFacts(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := s.checkStandby(ctx, conn, facts); err != nil { // standby.go
+		return err
+	}
+	if err := facts.LogicalWAL().Err(); err != nil {
+		return err
+	}
+	if !s.server.walSenderChecked {
+		if err := s.checkWalSenderTimeout(ctx, conn); err != nil {
+			return err
+		}
+	}
+	if err := s.checkTables(ctx, conn, facts); err != nil {
+		return err
+	}
+	return s.ensurePublication(ctx, conn, facts)
+}
+
+// checkpointAfterWait reads the checkpoint again where the wait for the
+// slot may have changed it. In Kafka transactions (txn.go) it is read,
+// the first time too, only once no earlier instance may commit any more.
+// After a wait, the session that held the slot may have moved it, and
+// with it the checkpoint (another relay on this slot saves under the same
+// key): judged against the checkpoint read at start, the slot would look
+// ahead of it.
+func (s *Source) checkpointAfterWait(ctx context.Context, waited bool) error {
+	switch {
+	case s.ckpt.recorder != nil:
+		if err := s.ckpt.recorder.Fence(ctx); err != nil {
+			return err
+		}
+		if !s.ckpt.loaded {
+			return s.firstLoad(ctx, s.ckpt.store)
+		}
+		return s.reloadCheckpoint(ctx)
+	case waited:
+		return s.reloadCheckpoint(ctx)
+	}
+	return nil
 }
 
 // checkWalSenderTimeout learns whether the replication session may set
@@ -109,9 +129,9 @@ func (s *Source) checkWalSenderTimeout(ctx context.Context, conn *pgx.Conn) erro
 	if err != nil {
 		return classify("read wal_sender_timeout", err)
 	}
-	s.walSenderChecked.Store(true)
+	s.server.walSenderChecked = true
 	if version >= 120000 {
-		s.sessionWalSenderTimeout.Store(true)
+		s.server.sessionWalSenderTimeout = true
 		return nil
 	}
 	server := time.Duration(ms) * time.Millisecond
@@ -124,88 +144,6 @@ func (s *Source) checkWalSenderTimeout(ctx context.Context, conn *pgx.Conn) erro
 			"slot", s.cfg.Slot, "wal_sender_timeout", server.String(), "receive_timeout", s.cfg.ReceiveTimeout.String())
 	}
 	return nil
-}
-
-// slotPollInterval is how often a source waiting for the slot looks again.
-const slotPollInterval = time.Second
-
-// awaitSlot returns once no session streams from the slot. The holder may
-// be another relay (this one is then its standby) or this relay's own
-// earlier session on a connection that died without a word, which the
-// server ends after wal_sender_timeout. Either way the wait is logged once
-// per holder at INFO: it is expected, and a WARN every second would bury
-// what matters.
-func (s *Source) awaitSlot(ctx context.Context, conn *pgx.Conn) (waited bool, err error) {
-	var waitingSince time.Time
-	for {
-		qctx, cancel := s.cfg.Network.Query(ctx)
-		var pid *int32
-		err = conn.QueryRow(qctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&pid)
-		cancel()
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return !waitingSince.IsZero(), nil // gone, or dropped meanwhile; ensureSlot judges
-		case err != nil:
-			return false, classify("look up who holds the replication slot", err)
-		case s.backfill != nil && pid != nil:
-			return false, connector.Permanent(fmt.Errorf("a backfill needs the slot to itself: session %d streams from replication slot %q; stop the relay using it, then run the backfill", *pid, s.cfg.Slot))
-		case pid == nil:
-			s.state.Store(int32(stateDown))
-			if !waitingSince.IsZero() {
-				s.log.Info("the replication slot is free; taking it over", "slot", s.cfg.Slot,
-					"waited", time.Since(waitingSince).Round(time.Millisecond).String())
-			}
-			return !waitingSince.IsZero(), nil
-		}
-		if waitingSince.IsZero() {
-			waitingSince = time.Now()
-		}
-		if *pid != s.holder {
-			s.holder = *pid
-			s.log.Info("another session holds the replication slot; waiting for it to let go, as a standby",
-				"slot", s.cfg.Slot, "holder_pid", *pid, "check_every", slotPollInterval.String(),
-				"hint", "if it is this relay's own session on a dead connection, the server ends it after wal_sender_timeout")
-		}
-		if s.cfg.TakeoverAfter > 0 {
-			s.endSilentHolder(ctx, conn, *pid)
-		}
-		s.state.Store(int32(stateStandby))
-		if err := sleep(ctx, slotPollInterval); err != nil {
-			return false, err
-		}
-	}
-}
-
-// endSilentHolder ends the session holding the slot when the server has
-// heard nothing from its client for cdc.takeover_after: a relay frozen or
-// cut off, whose session the server would otherwise keep until its
-// wal_sender_timeout. A live client answers at least once a status
-// interval. Ending it needs the same role or pg_signal_backend; without,
-// the standby says so once and waits.
-func (s *Source) endSilentHolder(ctx context.Context, conn *pgx.Conn, pid int32) {
-	qctx, cancel := s.cfg.Network.Query(ctx)
-	defer cancel()
-	var silent *float64
-	err := conn.QueryRow(qctx, `SELECT extract(epoch FROM clock_timestamp() - reply_time)::float8 FROM pg_stat_replication WHERE pid = $1`, pid).Scan(&silent)
-	if err != nil || silent == nil {
-		return // gone meanwhile, or no reply yet
-	}
-	quiet := time.Duration(*silent * float64(time.Second))
-	if quiet < s.cfg.TakeoverAfter {
-		return
-	}
-	var ended bool
-	if err := conn.QueryRow(qctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
-		if s.takeoverRefused != pid {
-			s.takeoverRefused = pid
-			s.log.Warn("could not end the silent session holding the replication slot (cdc.takeover_after); waiting for the server's wal_sender_timeout",
-				"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "err", err,
-				"hint", "the relay's role may end sessions of its own role; for others grant it pg_signal_backend")
-		}
-		return
-	}
-	s.log.Warn("ended the session holding the replication slot: its client has not answered the server for longer than cdc.takeover_after",
-		"slot", s.cfg.Slot, "holder_pid", pid, "silent_for", quiet.Round(time.Millisecond).String(), "takeover_after", s.cfg.TakeoverAfter.String())
 }
 
 // readFacts reads what the catalog says of the server, the outbox tables
@@ -358,26 +296,26 @@ type slotPosition struct {
 // ensureSlot compares the slot with the checkpoint (judge) and creates the
 // slot on a first start. A lost slot stops here with cdc.on_slot_loss
 // fail, before anything is created.
-func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, error) {
+func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn, history *historyFinding) (slotPosition, error) {
 	slot, err := s.readSlot(ctx, conn)
 	if err != nil {
 		return slotPosition{}, err
 	}
-	v, cause, kp := s.judge(slot)
+	v, cause, kp := s.judge(slot, history)
 	if v == slotLost && cause == CauseAhead {
 		// Another relay on this slot may have moved it, and saved the
 		// checkpoint that covers it, since this one read the checkpoint.
 		if err := s.reloadCheckpoint(ctx); err != nil {
 			return slotPosition{}, err
 		}
-		v, cause, kp = s.judge(slot)
+		v, cause, kp = s.judge(slot, history)
 	}
 	if s.backfill != nil {
 		return s.planBackfill(ctx, conn, slot, v, cause, kp) // backfill.go
 	}
 	switch v {
 	case createSlot:
-		return s.createSlot(ctx, conn)
+		return s.createSlot(ctx, conn, history)
 	case useSlot:
 		return slotPosition{lsn: slot.confirmed}, nil
 	}
@@ -395,25 +333,26 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
 			return slotPosition{}, classify("drop the invalidated replication slot", err)
 		}
-		return s.createSlot(ctx, conn)
+		return s.createSlot(ctx, conn, history)
 	case !slot.exists:
-		return s.createSlot(ctx, conn)
+		return s.createSlot(ctx, conn, history)
 	}
 	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
 }
 
 // judge judges slot against the checkpoint the source knows, which it
-// returns (nil: none).
-func (s *Source) judge(slot slotState) (verdict, SlotLossCause, *connector.Checkpoint) {
+// returns (nil: none), and what the replay of the slot found (nil:
+// none ran).
+func (s *Source) judge(slot slotState, history *historyFinding) (verdict, SlotLossCause, *connector.Checkpoint) {
 	cp, ok := s.Checkpoint()
 	if !ok {
-		v, cause := judge(slot, nil, s.identity.CheckpointKey(s.cfg.Slot))
+		v, cause := judge(slot, nil, s.key())
 		return v, cause, nil
 	}
-	if h := s.history; h != nil && h.end == cp.EndLSN && h.confirmed == slot.confirmed {
+	if h := history; h != nil && h.end == cp.EndLSN && h.confirmed == slot.confirmed {
 		slot.historyDiffers, slot.historyDetail = h.differs, h.detail
 	}
-	v, cause := judge(slot, &cp, s.identity.CheckpointKey(s.cfg.Slot))
+	v, cause := judge(slot, &cp, s.key())
 	return v, cause, &cp
 }
 
@@ -451,7 +390,9 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error
 }
 
 // createSlot creates the slot, which captures what commits from now on.
-func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, error) {
+// history is ensureSlot's, to judge again a slot another relay created
+// first.
+func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn, history *historyFinding) (slotPosition, error) {
 	if s.cfg.Snapshot == SnapshotInitial {
 		return slotPosition{create: true}, nil // snapshot.go, on the replication connection
 	}
@@ -461,7 +402,7 @@ func (s *Source) createSlot(ctx context.Context, conn *pgx.Conn) (slotPosition, 
 	err := conn.QueryRow(ctx, createSlotSQL(version, s.failover(version)), s.cfg.Slot).Scan(&lsn)
 	if isDuplicate(err) {
 		// Another relay created it first.
-		return s.ensureSlot(ctx, conn)
+		return s.ensureSlot(ctx, conn, history)
 	}
 	if err != nil {
 		return slotPosition{}, classify("create the replication slot", err)

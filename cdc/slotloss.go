@@ -112,53 +112,10 @@ func judge(slot slotState, known *connector.Checkpoint, self connector.Checkpoin
 	return useSlot, ""
 }
 
-// SlotLosses counts the slot losses the source has detected, with either
-// cdc.on_slot_loss.
-func (s *Source) SlotLosses() int64 { return s.slotLosses.Load() }
-
-// SlotLossesByCause counts the slot losses the source has detected, per
-// cause; every cause is there, most at 0.
-func (s *Source) SlotLossesByCause() map[string]int64 {
-	s.lossMu.Lock()
-	defer s.lossMu.Unlock()
-	m := make(map[string]int64, len(SlotLossCauses))
-	for _, c := range SlotLossCauses {
-		m[string(c)] = s.lossCounts[c]
-	}
-	return m
-}
-
-// SlotLost reports whether the source stopped on a lost slot
-// (cdc.on_slot_loss fail) and waits for someone to act.
-func (s *Source) SlotLost() bool { return s.lostSlot.Load() }
-
-// SlotLostCause is the cause of the slot loss that stopped the source;
-// empty when none did.
-func (s *Source) SlotLostCause() string {
-	s.lossMu.Lock()
-	defer s.lossMu.Unlock()
-	return string(s.lostCause)
-}
-
-// countLoss counts a slot loss of cause; stopped: it stops the source.
-func (s *Source) countLoss(cause SlotLossCause, stopped bool) {
-	s.lossMu.Lock()
-	defer s.lossMu.Unlock()
-	if s.lossCounts == nil {
-		s.lossCounts = map[SlotLossCause]int64{}
-	}
-	s.lossCounts[cause]++
-	s.slotLosses.Add(1)
-	if stopped {
-		s.lostCause = cause
-		s.lostSlot.Store(true)
-	}
-}
-
 // reportLoss reports a lost slot: a [SlotLostError] that stops the relay
 // with cdc.on_slot_loss fail, or an ERROR in the log and nil with recreate.
 func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause SlotLossCause) error {
-	s.countLoss(cause, s.cfg.OnSlotLoss != SlotLossRecreate)
+	s.count.loss(cause, s.cfg.OnSlotLoss != SlotLossRecreate)
 	name := s.cfg.Slot
 	var what, why string
 	switch cause {
@@ -180,7 +137,7 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 			"The slot still holds every change committed here since its position, so cdc.on_slot_loss: recreate, which goes on from the slot as it is, relays them all (those before the restore point again) with no gap", slot.confirmed)
 	case CauseForeign:
 		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
-			known.Key.Database, name, known.Key.SystemID, s.identity.SystemID)
+			known.Key.Database, name, known.Key.SystemID, s.ckpt.identity.SystemID)
 		why = "the relay now reads a different server: a dump and restore or pg_upgrade into a new cluster, or a new database behind the same address. " +
 			"If this is an unrelated database that happens to share the database and slot names in the same Kafka cluster, give it its own cdc.slot or kafka.checkpoint_topic instead"
 	default:

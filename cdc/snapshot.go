@@ -112,68 +112,18 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		return classify("connect to PostgreSQL for the snapshot", err)
 	}
 	defer pgsql.Close(ctx, conn)
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, now, err := s.beginSnapshot(ctx, conn, job)
 	if err != nil {
-		return classify("begin the snapshot transaction", err)
+		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if job.name != "" {
-		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(job.name)); err != nil {
-			return classify("use the slot's snapshot", err)
-		}
-	}
-	var now time.Time
-	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&now); err != nil {
-		return classify("begin the snapshot transaction", err)
-	}
-	what, tables := "publishing the rows already in the outbox tables (cdc.snapshot initial)", s.tableList()
+	what := "publishing the rows already in the outbox tables (cdc.snapshot initial)"
 	if job.backfill {
 		what = "backfill: publishing the chosen outbox rows"
 	}
-	s.log.Info(what, "slot", s.cfg.Slot, "tables", tables, "exported_snapshot", job.name != "")
-	var batch []connector.Event
-	bytes, total := 0, 0
-	// A backfill's rows that Kafka may have already, by why they were
-	// chosen, to report.
-	var repeats []BackfillRepeats
-	eventsAt := s.pos.get().events
-	// send hands on the batch; the last one's Done, after every other
-	// snapshot batch's, says Kafka has them all. With exactly once every
-	// batch may end a Kafka transaction, with a checkpoint at the
-	// consistent point that says whether the snapshot is still under way.
-	send := func(last bool) error {
-		n := int64(len(batch))
-		eventsAt += n
-		mark, done := s.checkpoint(s.markAt(at), eventsAt, n, !last)
-		if last {
-			inner, rows, repeats := done, total, repeats
-			done = func(err error) {
-				inner(err)
-				if err != nil {
-					return
-				}
-				s.pos.update(func(p *positions) { p.snapshotPending = false })
-				if job.backfill {
-					attrs := []any{"slot", s.cfg.Slot, "rows", rows}
-					if res := (BackfillResult{Repeats: repeats}); !s.backfill.All {
-						attrs = append(attrs, "repeated_rows", res.RepeatedRows(), "repeated_why", res.RepeatsWords())
-					}
-					s.log.Info("backfill published: Kafka acknowledged every row chosen", attrs...)
-					s.backfill.done(rows, repeats)
-					return
-				}
-				s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
-			}
-		}
-		b := connector.Batch{Events: batch, Done: done, Checkpoint: mark}
-		batch, bytes = nil, 0
-		select {
-		case out <- b:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	s.log.Info(what, "slot", s.cfg.Slot, "tables", s.tableList(), "exported_snapshot", job.name != "")
+	sn := &snapshotSender{src: s, job: job, at: at, out: out}
+	s.pos.update(func(p *positions) { p.startHanding() })
 	for _, t := range s.tables {
 		origin := "snapshot of " + t.String()
 		if job.backfill {
@@ -181,18 +131,7 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		}
 		f := job.filters[t]
 		if err := s.readTable(ctx, tx, t, f, func(row []connector.Column, repeat int) error {
-			if repeat > 0 && repeat <= len(f.reasons) {
-				repeats = countRepeat(repeats, f.reasons[repeat-1])
-			}
-			e := t.columns.NewEvent(row, now, origin)
-			e.Table = t.qualified
-			batch = append(batch, e)
-			bytes += eventBytes(&e)
-			total++
-			if len(batch) >= s.cfg.MaxBatchEvents || bytes >= s.cfg.MaxBatchBytes {
-				return send(false)
-			}
-			return nil
+			return sn.add(ctx, t, f, row, repeat, now, origin)
 		}); err != nil {
 			return err
 		}
@@ -201,7 +140,114 @@ func (s *Source) publishSnapshot(ctx context.Context, job snapshotJob, at pglogr
 		return classify("end the snapshot transaction", err)
 	}
 	// The last batch, even an empty one.
-	return send(true)
+	return sn.send(ctx, true)
+}
+
+// beginSnapshot begins the read-only transaction the snapshot is read in,
+// in the slot's exported snapshot when job names one, and returns it with
+// its start time, which the snapshot's events carry as their commit time.
+func (s *Source) beginSnapshot(ctx context.Context, conn *pgx.Conn, job snapshotJob) (pgx.Tx, time.Time, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, time.Time{}, classify("begin the snapshot transaction", err)
+	}
+	fail := func(what string, err error) (pgx.Tx, time.Time, error) {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, time.Time{}, classify(what, err)
+	}
+	if job.name != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(job.name)); err != nil {
+			return fail("use the slot's snapshot", err)
+		}
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, "SELECT transaction_timestamp()").Scan(&now); err != nil {
+		return fail("begin the snapshot transaction", err)
+	}
+	return tx, now, nil
+}
+
+// snapshotSender gathers the snapshot's rows into batches and hands them
+// on. Only publishSnapshot's goroutine touches it.
+type snapshotSender struct {
+	src *Source
+	job snapshotJob
+	// at is the slot's consistent point, where every checkpoint of the
+	// snapshot holds.
+	at    pglogrepl.LSN
+	out   chan<- connector.Batch
+	batch []connector.Event
+	bytes int
+	total int
+	// repeats are a backfill's rows that Kafka may have already, by why
+	// they were chosen, to report.
+	repeats []BackfillRepeats
+}
+
+// add adds a row of t, chosen by f, to the batch, and hands the batch on
+// when it is full.
+func (sn *snapshotSender) add(ctx context.Context, t table, f rowFilter, row []connector.Column, repeat int, now time.Time, origin string) error {
+	cfg := &sn.src.cfg
+	if repeat > 0 && repeat <= len(f.reasons) {
+		sn.repeats = countRepeat(sn.repeats, f.reasons[repeat-1])
+	}
+	e := t.columns.NewEvent(row, now, origin)
+	e.Table = t.qualified
+	sn.batch = append(sn.batch, e)
+	sn.bytes += eventBytes(&e)
+	sn.total++
+	if len(sn.batch) >= cfg.MaxBatchEvents || sn.bytes >= cfg.MaxBatchBytes {
+		return sn.send(ctx, false)
+	}
+	return nil
+}
+
+// send hands on the batch. With exactly once every batch may end a Kafka
+// transaction, with a checkpoint at the consistent point that says
+// whether the snapshot is still under way; the last one's Done, after
+// every other snapshot batch's, says Kafka has them all.
+func (sn *snapshotSender) send(ctx context.Context, last bool) error {
+	s := sn.src
+	n := int64(len(sn.batch))
+	var txn *ackedTxn
+	var handed int64
+	s.pos.update(func(p *positions) { txn, handed = p.markAt(sn.at), p.handOn(n) })
+	mark, done := s.ckpt.write(txn, handed, n, !last)
+	if last {
+		done = sn.lastDone(done)
+	}
+	b := connector.Batch{Events: sn.batch, Done: done, Checkpoint: mark}
+	sn.batch, sn.bytes = nil, 0
+	select {
+	case sn.out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lastDone is the last batch's Done: inner, then, once Kafka has every
+// row, the end of the pending snapshot, said in the log, and a backfill's
+// result.
+func (sn *snapshotSender) lastDone(inner func(error)) func(error) {
+	s, rows, repeats := sn.src, sn.total, sn.repeats
+	return func(err error) {
+		inner(err)
+		if err != nil {
+			return
+		}
+		s.pos.update(func(p *positions) { p.snapshotPending = false })
+		if !sn.job.backfill {
+			s.log.Info("snapshot published: Kafka acknowledged every row already in the outbox table", "slot", s.cfg.Slot, "rows", rows)
+			return
+		}
+		attrs := []any{"slot", s.cfg.Slot, "rows", rows}
+		if res := (BackfillResult{Repeats: repeats}); !s.backfill.All {
+			attrs = append(attrs, "repeated_rows", res.RepeatedRows(), "repeated_why", res.RepeatsWords())
+		}
+		s.log.Info("backfill published: Kafka acknowledged every row chosen", attrs...)
+		s.backfill.done(rows, repeats)
+	}
 }
 
 // countRepeat counts one more row chosen for why.
@@ -305,7 +351,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // standby makes no failover slot of its own (0A000, "cannot enable
 // failover for a replication slot created on the standby").
 func (s *Source) failover(serverVersion int) bool {
-	if serverVersion < 170000 || s.onHotStandby {
+	if serverVersion < 170000 || s.server.onHotStandby {
 		return false
 	}
 	return s.cfg.FailoverSlot == nil || *s.cfg.FailoverSlot

@@ -48,7 +48,7 @@ func TestFailoverDefault(t *testing.T) {
 		// on the standby.
 		{170002, nil, true, false},
 	} {
-		s := &Source{cfg: Config{FailoverSlot: tc.set}, onHotStandby: tc.hotStandby}
+		s := &Source{cfg: Config{FailoverSlot: tc.set}, server: serverNotes{onHotStandby: tc.hotStandby}}
 		if got := s.failover(tc.version); got != tc.want {
 			t.Errorf("version %d, cdc.failover_slot %v, on a hot standby %v: failover %v, want %v", tc.version, tc.set, tc.hotStandby, got, tc.want)
 		}

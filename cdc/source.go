@@ -5,98 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/cdc/internal/pgoutput"
 	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
-// Source is the logical replication [connector.Source].
+// Source is the logical replication [connector.Source]. Its parts, each
+// with the goroutines that touch it: the position record (position.go),
+// the checkpoints (checkpoint.go), the wait for the slot (slotwait.go),
+// what it learned of the server (setup.go) and the counters the metrics
+// read (counters.go). A replication session is a stream (stream.go), run
+// on Run's goroutine.
 type Source struct {
 	cfg Config
+	log *slog.Logger
 	// tables are the outbox tables, as configured, then those the
-	// patterns matched (patterns.go); only Run's goroutine touches it.
+	// patterns matched (patterns.go); only Run's goroutine, and the
+	// stream on it, touches it.
 	tables   []table
 	patterns pgsql.TablePatterns
-	log      *slog.Logger
 
-	// pos is where the source stands, from the stream to the slot
-	// (position.go). It outlives a connection, so a reconnect starts
-	// from it.
-	pos position
+	// pos is where the source stands, from the stream to the slot. It
+	// outlives a connection, so a reconnect starts from it.
+	pos    position
+	ckpt   checkpoints
+	wait   slotWait
+	server serverNotes
+	count  counters
 
-	skipped     atomic.Int64 // UPDATE, DELETE and TRUNCATE changes skipped
-	cleaned     atomic.Int64 // rows cdc.cleanup deleted (cleanup.go)
-	cleanupErrs atomic.Int64 // cdc.cleanup rounds that failed
-
-	// The checkpoint (checkpoint.go).
-	openStore    OpenCheckpoints
-	relayVersion string
-	store        connector.CheckpointStore // opened on the first connection
-	identity     Identity
-	// checkpoint gives every batch that ends a source transaction its
-	// checkpoint; chosen once, when the store is opened (checkpoint.go).
-	checkpoint checkpointFunc
-	// recorder: the sink commits the checkpoints in the events' Kafka
-	// transactions (kafka.delivery exactly_once, txn.go); nil: the store
-	// saves them. Set with checkpoint, and only there.
-	recorder connector.CheckpointRecorder
-	// history is what the last replay of the slot found (history.go).
-	history  *historyFinding
-	needMark bool // exactly once: commit a checkpoint before streaming
-	loaded   bool // the store was read once
-
-	// slotLosses counts the slot losses detected; lostSlot is set when
-	// one stopped the source (slotloss.go).
-	slotLosses atomic.Int64
-	lostSlot   atomic.Bool
-	lossMu     sync.Mutex
-	lossCounts map[SlotLossCause]int64
-	lostCause  SlotLossCause
 	// backfill is set for a backfill (backfill.go); nil for a relay.
 	backfill *backfillState
 	// recovery is the backfill command a slot-loss error prints
 	// (backfill.go).
 	recovery recovery
-
-	// state is a sourceState: whether Run streams, waits for the slot,
-	// or neither. Run sets it; scrapes and probes read it.
-	state atomic.Int32
-	// holder is the PID of the session last seen holding the slot, so
-	// that the wait for it is logged once; only Run touches it.
-	holder int32
-	// takeoverRefused is the holder the standby last failed to end
-	// (cdc.takeover_after), so that it says so once.
-	takeoverRefused int32
-	// walSenderChecked is set once the server's wal_sender_timeout has
-	// been compared with cdc.receive_timeout; sessionWalSenderTimeout
-	// when the replication session may set its own (PostgreSQL 12+).
-	walSenderChecked, sessionWalSenderTimeout atomic.Bool
-	// onHotStandby: the server the source last prepared on is a hot
-	// standby (standby.go); hotStandbyLogged: it said so, once. Only Run
-	// touches them.
-	onHotStandby, hotStandbyLogged bool
-}
-
-type sourceState int32
-
-const (
-	stateDown      sourceState = iota // connecting, or waiting to be restarted
-	stateStreaming                    // the replication stream is open
-	stateStandby                      // another session holds the slot; waiting for it
-)
-
-// Streaming reports whether the source streams from its slot, and whether,
-// instead, it waits as a standby for another session to let go of the
-// slot. Both false: it is connecting or waits to be restarted.
-func (s *Source) Streaming() (streaming, standby bool) {
-	st := sourceState(s.state.Load())
-	return st == stateStreaming, st == stateStandby
 }
 
 var _ connector.Source = (*Source)(nil)
@@ -145,16 +91,12 @@ func (s *Source) AcknowledgedLSN() pglogrepl.LSN {
 	return p.acked
 }
 
-// SkippedChanges counts the UPDATE, DELETE and TRUNCATE changes of the
-// outbox table that the source skipped.
-func (s *Source) SkippedChanges() int64 { return s.skipped.Load() }
-
 // Run implements [connector.Source]: it prepares the publication and slot,
 // waits while another session holds the slot, then streams from the slot
 // until ctx is cancelled or the connection fails or falls silent.
 func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
-	defer s.state.Store(int32(stateDown))
-	conn, start, snap, err := s.connect(ctx)
+	defer s.wait.set(stateDown)
+	conn, start, err := s.begin(ctx, out)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -162,55 +104,58 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return err
 	}
 	defer pgsql.Close(ctx, conn)
-	if s.recorder != nil && s.needMark {
-		// txn.go: the first checkpoint, committed before anything else.
-		if err := s.emitMark(ctx, out, start); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
-	if snap != nil {
-		// snapshot.go: the rows already in the table go first, then the
-		// stream from the slot's consistent point.
-		if err := s.publishSnapshot(ctx, *snap, start, out); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if err := s.startReplication(ctx, conn, start); err != nil {
-			// Kafka may have the snapshot's last rows already: a backfill
-			// stops the source as soon as it does, which is often before
-			// the stream has started. Without a save here the checkpoint
-			// would still say the snapshot is pending, and the next start
-			// would publish the whole table again.
-			s.saveLast(ctx)
-			if ctx.Err() != nil {
-				return nil
-			}
-			return classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
-		}
-	}
 	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()              // heartbeat.go
 	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)() // cleanup.go
 	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                    // patterns.go
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
-	s.state.Store(int32(stateStreaming))
+	s.wait.set(stateStreaming)
+	return s.streamFrom(ctx, conn, out, start)
+}
 
-	var eventsAt int64
-	s.pos.update(func(p *positions) {
-		p.startStream(start)
-		eventsAt = p.events
-	})
-	cp := s.startCheckpointer(ctx)
-	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, skipBefore: start, cpFailed: cp.failed,
-		eventsAt: eventsAt, lastMark: time.Now()}
-	err = st.run(ctx)
-	cp.halt()
-	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+// begin connects (connect.go), commits the first checkpoint when that is
+// due in Kafka transactions (txn.go), and publishes the snapshot when
+// there is one (snapshot.go): the rows already in the table go first,
+// then the stream from the slot's consistent point. It returns the
+// replication connection, streaming from start.
+func (s *Source) begin(ctx context.Context, out chan<- connector.Batch) (*pgconn.PgConn, pglogrepl.LSN, error) {
+	conn, start, snap, err := s.connect(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.ckpt.recorder != nil && s.ckpt.needMark {
+		if err := s.emitMark(ctx, out, start); err != nil {
+			pgsql.Close(ctx, conn)
+			return nil, 0, err
+		}
+	}
+	if snap == nil {
+		return conn, start, nil
+	}
+	if err := s.publishSnapshot(ctx, *snap, start, out); err != nil {
+		pgsql.Close(ctx, conn)
+		return nil, 0, err
+	}
+	if err := s.startReplication(ctx, conn, start); err != nil {
+		// Kafka may have the snapshot's last rows already: a backfill
+		// stops the source as soon as it does, which is often before the
+		// stream has started. Without a save here the checkpoint would
+		// still say the snapshot is pending, and the next start would
+		// publish the whole table again.
+		s.saveLast(ctx)
+		pgsql.Close(ctx, conn)
+		return nil, 0, classify(fmt.Sprintf("start replication from slot %q", s.cfg.Slot), err)
+	}
+	return conn, start, nil
+}
+
+// streamFrom streams from start until ctx ends or the session fails
+// (stream.go), then leaves the slot holding what Kafka has, as far as the
+// session still can.
+func (s *Source) streamFrom(ctx context.Context, conn *pgconn.PgConn, out chan<- connector.Batch, start pglogrepl.LSN) error {
+	s.pos.update(func(p *positions) { p.startStream(start, time.Now()) })
+	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, saver: s.newSaver(ctx)}
+	err := st.run(ctx)
+	st.saver.halt()
 	var cpErr *checkpointError
 	if !errors.As(err, &cpErr) {
 		s.saveLast(ctx)
@@ -221,6 +166,8 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		// the next session reports the position instead.
 		return err
 	}
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	if ctx.Err() != nil {
 		if ferr := st.finish(finalCtx); ferr != nil {
 			s.log.Warn("could not confirm the last position to the slot; the next start publishes the events after it again",

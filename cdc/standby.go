@@ -24,7 +24,7 @@ import (
 // checkStandby refuses what cannot work on a standby, and warns once of
 // what makes its slot fragile.
 func (s *Source) checkStandby(ctx context.Context, conn *pgx.Conn, facts pgsql.Facts) error {
-	s.onHotStandby = facts.InRecovery
+	s.server.onHotStandby = facts.InRecovery
 	if !facts.InRecovery {
 		return nil
 	}
@@ -35,10 +35,10 @@ func (s *Source) checkStandby(ctx context.Context, conn *pgx.Conn, facts pgsql.F
 		return connector.Permanent(fmt.Errorf("cdc.heartbeat_interval is %s, but the server at postgres.url is a standby, which takes no writes, the heartbeat's pg_logical_emit_message among them: "+
 			"set cdc.heartbeat_interval to 0 (the slot moves on with what the primary writes), or point postgres.url at the primary", s.cfg.HeartbeatInterval))
 	}
-	if s.hotStandbyLogged {
+	if s.server.hotStandbyLogged {
 		return nil
 	}
-	s.hotStandbyLogged = true
+	s.server.hotStandbyLogged = true
 	var feedback, primarySlot string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('hot_standby_feedback'), current_setting('primary_slot_name')`).Scan(&feedback, &primarySlot); err != nil {
 		return classify("read the standby's settings", err)

@@ -2,10 +2,8 @@ package cdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -28,138 +26,113 @@ func (e *deadConnError) Error() string {
 		e.slot, e.silent.Round(time.Millisecond), e.timeout)
 }
 
-// stream is one replication session. Only its goroutine touches conn.
+// stream is one replication session: it receives what the slot sends,
+// hands the events on to the runner in batches (decode.go), and keeps the
+// server told of the position the checkpoint holds. It runs on Run's
+// goroutine, the only one that touches it and its connection; what other
+// goroutines see of it, the position and the counters, is the Source's.
 type stream struct {
 	src  *Source
 	conn *pgconn.PgConn
 	out  chan<- connector.Batch
 	rels pgoutput.Relations
+	// saver saves the checkpoints the position says are due (save.go);
+	// nil when the sink commits them (txn.go).
+	saver *saver
 
-	// The transaction being received.
-	inTxn      bool
-	xid        uint32
-	commitTime time.Time
-	// serverTime is the send time of the last XLogData, and stages the
-	// times of the transaction being received (connector.Stages).
-	serverTime time.Time
-	stages     connector.Stages
-	origin     string
-	txnEvents  int
-	batch      []connector.Event
-	batchBytes int
-	cols       []connector.Column // reused by every insert
-	timer      *time.Timer        // emit's, reused
-
-	// skipBefore is where the stream was asked to start: a transaction
-	// whose commit lies before it is in Kafka already. The server skips
-	// those itself; the check costs one comparison a transaction.
-	skipBefore pglogrepl.LSN
-	skipTxn    bool
-	txnLastID  string
-	// cpFailed gets the checkpointer's failure.
-	cpFailed <-chan error
-	// eventsAt counts the events of this process up to the last complete
-	// transaction handed on or held (coalesce.go), and lastMark is when a
-	// checkpoint last went with a batch or a held transaction, which
-	// counts from when that transaction began to arrive (exactly once,
-	// txn.go).
-	eventsAt int64
-	lastMark time.Time
-
-	nextStatus time.Time
-	// nextConfirm is the earliest time for a status update that only
-	// confirms a position Kafka acknowledged since the last one.
-	nextConfirm time.Time
-	// heard is when the server last said anything; time spent waiting
-	// for the runner in emit, not reading, does not count as silence.
-	heard    time.Time
-	lastWarn time.Time
-	// lastMsgWarn is when a skipped logical decoding message was last
-	// logged (message.go).
-	lastMsgWarn time.Time
-	// coalescing is set while the socket wakes the relay only for a
-	// backlog's worth of bytes (coalesce.go); coalesceFailed once setting
-	// it failed.
-	coalescing, coalesceFailed bool
-	// backlog is set while the server sends transactions well after they
-	// committed, and held the whole ones not handed on yet (coalesce.go).
-	backlog bool
-	held    held
+	txn    receiving // the transaction being received
+	batch  pending   // what is decoded and not handed on yet
+	clock  schedule  // when to speak to the server next
+	bulk   bulkRead  // how the socket wakes the stream (coalesce.go)
+	warned warnedAt
 }
 
+// receiving is the source transaction the stream is receiving, from its
+// BEGIN to its COMMIT.
+type receiving struct {
+	open bool
+	// skip: it commits before the stream's start, so Kafka has it
+	// (positions.skips).
+	skip       bool
+	xid        uint32
+	commitTime time.Time
+	// sent is the send time of the last XLogData, and stages the times of
+	// the transaction (connector.Stages).
+	sent   time.Time
+	stages connector.Stages
+	origin string
+	events int // its events so far
+	// lastID is the id of the last event received, in it or, while it
+	// has none, in an earlier one: the last event a checkpoint names.
+	lastID string
+	cols   []connector.Column // reused by every insert
+}
+
+// begin starts the transaction m begins; skip: Kafka has it.
+func (r *receiving) begin(m *pglogrepl.BeginMessage, skip bool) {
+	r.open, r.skip = true, skip
+	r.xid, r.commitTime = m.Xid, m.CommitTime
+	r.stages = connector.Stages{Sent: r.sent, Received: time.Now()}
+	r.origin = "commit " + m.FinalLSN.String()
+	r.events = 0
+}
+
+// pending is what the stream has decoded and not yet handed on: whole
+// transactions held at its head (coalesce.go), then the events of the
+// transaction being received.
+type pending struct {
+	events []connector.Event
+	bytes  int
+	held   held
+}
+
+// take removes the first n events, of size bytes, and returns them. They
+// are gathered in a slice that is reused, and handed on as an exact copy:
+// a batch grown by appending would copy each event about twice more, and
+// keep spare room besides.
+func (p *pending) take(n, bytes int) []connector.Event {
+	events := slices.Clone(p.events[:n])
+	rest := copy(p.events, p.events[n:])
+	clear(p.events[rest:]) // let go of the payloads
+	p.events, p.bytes = p.events[:rest], p.bytes-bytes
+	return events
+}
+
+// schedule is when the stream next speaks to the server, and when it last
+// heard from it.
+type schedule struct {
+	// nextStatus is when the next status update goes, asking for a reply.
+	nextStatus time.Time
+	// nextCheckpoint is the next checkpoint tick (keepUp), every
+	// cdc.checkpoint_interval.
+	nextCheckpoint time.Time
+	// heard is when the server last said anything; time spent waiting for
+	// the runner, not reading, does not count as silence.
+	heard time.Time
+	// deadline is the read deadline set on the connection.
+	deadline time.Time
+	timer    *time.Timer // the wait for the runner's, reused
+}
+
+// warnedAt is when a skipped change (decode.go) and a skipped logical
+// decoding message (message.go) were last logged.
+type warnedAt struct{ skip, message time.Time }
+
+// run receives from the slot until ctx ends or the session fails. Each
+// turn does what has fallen due (keepUp), sets the read deadline to when
+// the next thing falls due, and takes what arrives.
 func (st *stream) run(ctx context.Context) error {
-	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
-	st.heard = time.Now()
-	timeout := st.src.cfg.ReceiveTimeout
-	// Receiving is bounded by read deadlines on the connection itself, set
-	// only when they move, and ctx's end sets one at once: given a context,
-	// pgconn sets up and tears down a watch of it around every message, a
-	// context and a timer besides, which cost 13% of the relay's CPU in a
-	// drain. A deadline that passes is a timeout that leaves the
-	// connection usable, as pgconn's own context handling relies on.
-	nc := st.conn.Conn()
-	cancelled := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(cancelled)
-		_ = nc.SetReadDeadline(time.Now())
-	})
-	defer func() {
-		// finish, which may run next, sets a deadline of its own: the
-		// cancellation's must not land after it.
-		if !stop() {
-			<-cancelled
-		}
-		// finish waits for the server's few last bytes.
-		if st.coalescing {
-			_ = setRcvLowat(nc, 1)
-			st.coalescing = false
-		}
-	}()
-	var set time.Time
+	now := time.Now()
+	st.clock.nextStatus, st.clock.heard = now.Add(st.src.cfg.StatusInterval), now
+	defer st.interruptOnCancel(ctx)()
 	for {
-		select {
-		case err := <-st.cpFailed:
-			return &checkpointError{err}
-		default:
-		}
 		now := time.Now()
-		pos := st.src.pos.get()
-		switch {
-		case !now.Before(st.nextStatus):
-			if err := st.sendStatus(ctx, true); err != nil {
-				return err
-			}
-			pos = st.src.pos.get()
-		case pos.confirmDue() && !now.Before(st.nextConfirm):
-			// Confirmed promptly, not only every status interval: what the
-			// slot has not been told is published again after a crash.
-			if err := st.confirm(ctx); err != nil {
-				return err
-			}
-			pos = st.src.pos.get()
+		pos, err := st.keepUp(ctx, now)
+		if err != nil {
+			return err
 		}
-		if !st.nextConfirm.After(now) {
-			// Nothing new to confirm yet: look again a checkpoint interval on.
-			st.nextConfirm = now.Add(st.src.cfg.CheckpointInterval)
-		}
-		// Receiving waits until the next status update is due, or until
-		// the server has been silent for the receive timeout. Every status
-		// update asks for a reply, so a live server is never that silent;
-		// a connection a NAT or firewall dropped without a word is. While
-		// events are in flight or unconfirmed, it wakes to confirm them.
-		deadline := st.nextStatus
-		if d := st.heard.Add(timeout); d.Before(deadline) {
-			deadline = d
-		}
-		if pos.unconfirmed() && st.nextConfirm.Before(deadline) {
-			deadline = st.nextConfirm
-		}
-		deadline = st.readDeadline(now, deadline, set)
-		if !deadline.Equal(set) {
-			if err := nc.SetReadDeadline(deadline); err != nil {
-				return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
-			}
-			set = deadline
+		if err := st.setDeadline(now, pos); err != nil {
+			return err
 		}
 		// Checked after setting the deadline: a cancellation from here on
 		// runs the AfterFunc, whose deadline then comes last.
@@ -168,37 +141,145 @@ func (st *stream) run(ctx context.Context) error {
 		}
 		msg, err := st.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if pgconn.Timeout(err) {
-				// Nothing more has come for now: what is held goes on.
-				if err := st.release(ctx); err != nil {
-					return err
-				}
-				if silent := time.Since(st.heard); silent >= timeout {
-					st.src.log.Warn("the replication connection is dead: PostgreSQL has not answered for longer than cdc.receive_timeout; closing it and reconnecting",
-						"slot", st.src.cfg.Slot, "silent_for", silent.Round(time.Millisecond).String(), "receive_timeout", timeout.String(),
-						"confirmed_lsn", st.src.ConfirmedLSN())
-					return &deadConnError{slot: st.src.cfg.Slot, silent: silent, timeout: timeout}
-				}
-				continue
-			}
-			return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
-		}
-		st.heard = time.Now()
-		switch msg := msg.(type) {
-		case *pgproto3.CopyData:
-			if err := st.handle(ctx, msg.Data); err != nil {
+			if err := st.receiveFailed(ctx, err); err != nil {
 				return err
 			}
-		case *pgproto3.ErrorResponse:
-			return classify(fmt.Sprintf("replication from slot %q", st.src.cfg.Slot), pgconn.ErrorResponseToPgError(msg))
-		case *pgproto3.CopyDone, *pgproto3.CommandComplete:
-			return fmt.Errorf("replication from slot %q: the server ended the stream (shutting down?)", st.src.cfg.Slot)
-		default:
-			return fmt.Errorf("replication from slot %q: unexpected message %T", st.src.cfg.Slot, msg)
+			continue
 		}
+		st.clock.heard = time.Now()
+		if err := st.take(ctx, msg); err != nil {
+			return err
+		}
+	}
+}
+
+// interruptOnCancel makes ctx's end interrupt a receive at once, with a
+// read deadline that has passed, and returns what undoes it. Receiving is
+// bounded by read deadlines on the connection itself, set only when they
+// move: given a context, pgconn sets up and tears down a watch of it
+// around every message, a context and a timer besides, a cost per event
+// the stream need not pay. A deadline that passes is a timeout that
+// leaves the connection usable, as pgconn's own context handling relies
+// on.
+func (st *stream) interruptOnCancel(ctx context.Context) (undo func()) {
+	nc := st.conn.Conn()
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(cancelled)
+		_ = nc.SetReadDeadline(time.Now())
+	})
+	return func() {
+		// finish, which may run next, sets a deadline of its own: the
+		// cancellation's must not land after it.
+		if !stop() {
+			<-cancelled
+		}
+		// finish waits for the server's few last bytes.
+		st.stopCoalescing()
+	}
+}
+
+// keepUp does what has fallen due at now besides receiving, and returns
+// the position as it leaves it. A failed save ends the stream. The status
+// update goes every status interval. At each checkpoint tick a checkpoint
+// saved since the last one is confirmed to the slot, promptly rather than
+// only every status interval, since what the slot has not been told is
+// published again after a crash; then the next save begins, if one is due.
+func (st *stream) keepUp(ctx context.Context, now time.Time) (positions, error) {
+	select {
+	case err := <-st.saver.failures():
+		return positions{}, &checkpointError{err}
+	default:
+	}
+	c := &st.clock
+	tick := !now.Before(c.nextCheckpoint)
+	if tick {
+		c.nextCheckpoint = now.Add(st.src.cfg.CheckpointInterval)
+	}
+	switch {
+	case !now.Before(c.nextStatus):
+		if err := st.sendStatus(ctx, true); err != nil {
+			return positions{}, err
+		}
+	case tick && st.src.pos.get().confirmDue():
+		if err := st.report(ctx, false); err != nil {
+			return positions{}, err
+		}
+	}
+	if tick {
+		st.saver.begin(now)
+	}
+	return st.src.pos.get(), nil
+}
+
+// nextWake is when keepUp next has something to do: the next status
+// update, and the next checkpoint tick while the position has something
+// to confirm or save (positions.checkpointWake).
+func (st *stream) nextWake(pos positions) time.Time {
+	c := &st.clock
+	if pos.checkpointWake() && c.nextCheckpoint.Before(c.nextStatus) {
+		return c.nextCheckpoint
+	}
+	return c.nextStatus
+}
+
+// setDeadline sets the read deadline for the next receive: when keepUp
+// next has something to do, or when the server will have been silent for
+// the receive timeout. Every status update asks for a reply, so a live
+// server is never that silent; a connection a NAT or firewall dropped
+// without a word is.
+func (st *stream) setDeadline(now time.Time, pos positions) error {
+	c := &st.clock
+	deadline := st.nextWake(pos)
+	if d := c.heard.Add(st.src.cfg.ReceiveTimeout); d.Before(deadline) {
+		deadline = d
+	}
+	deadline = st.readDeadline(now, deadline, c.deadline) // coalesce.go
+	if deadline.Equal(c.deadline) {
+		return nil
+	}
+	if err := st.conn.Conn().SetReadDeadline(deadline); err != nil {
+		return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
+	}
+	c.deadline = deadline
+	return nil
+}
+
+// receiveFailed takes a receive that failed with err. A read deadline
+// that passed is no failure: nothing more has come for now, so what is
+// held goes on; only a server silent for longer than the receive timeout
+// is one.
+func (st *stream) receiveFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !pgconn.Timeout(err) {
+		return fmt.Errorf("receive from slot %q: %w", st.src.cfg.Slot, err)
+	}
+	if err := st.release(ctx); err != nil {
+		return err
+	}
+	timeout := st.src.cfg.ReceiveTimeout
+	if silent := time.Since(st.clock.heard); silent >= timeout {
+		st.src.log.Warn("the replication connection is dead: PostgreSQL has not answered for longer than cdc.receive_timeout; closing it and reconnecting",
+			"slot", st.src.cfg.Slot, "silent_for", silent.Round(time.Millisecond).String(), "receive_timeout", timeout.String(),
+			"confirmed_lsn", st.src.ConfirmedLSN())
+		return &deadConnError{slot: st.src.cfg.Slot, silent: silent, timeout: timeout}
+	}
+	return nil
+}
+
+// take takes a message the server sent.
+func (st *stream) take(ctx context.Context, msg pgproto3.BackendMessage) error {
+	switch msg := msg.(type) {
+	case *pgproto3.CopyData:
+		return st.handle(ctx, msg.Data)
+	case *pgproto3.ErrorResponse:
+		return classify(fmt.Sprintf("replication from slot %q", st.src.cfg.Slot), pgconn.ErrorResponseToPgError(msg))
+	case *pgproto3.CopyDone, *pgproto3.CommandComplete:
+		return fmt.Errorf("replication from slot %q: the server ended the stream (shutting down?)", st.src.cfg.Slot)
+	default:
+		return fmt.Errorf("replication from slot %q: unexpected message %T", st.src.cfg.Slot, msg)
 	}
 }
 
@@ -216,7 +297,7 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 		// Kafka has all of it, the slot may move to the server's position:
 		// that is how an idle outbox table lets go of WAL that other
 		// tables write.
-		if !st.inTxn && st.pass(ka.ServerWALEnd, nil) {
+		if !st.txn.open && st.pass(ka.ServerWALEnd, nil) {
 			if err := st.markIdle(ctx); err != nil {
 				return err
 			}
@@ -230,200 +311,10 @@ func (st *stream) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("parse XLogData: %w", err)
 		}
-		st.serverTime = xld.ServerTime
-		return st.decode(ctx, xld.WALData)
+		st.txn.sent = xld.ServerTime
+		return st.decode(ctx, xld.WALData) // decode.go
 	}
 	return nil
-}
-
-func (st *stream) decode(ctx context.Context, wal []byte) error {
-	if len(wal) > 0 && wal[0] == byte(pglogrepl.MessageTypeInsert) {
-		return st.insert(ctx, wal)
-	}
-	msg, err := pglogrepl.Parse(wal)
-	if err != nil {
-		return fmt.Errorf("parse pgoutput message: %w", err)
-	}
-	switch m := msg.(type) {
-	case *pglogrepl.RelationMessage:
-		st.src.noteRenamed(m)
-		st.src.adoptTable(m) // patterns.go
-		st.rels.Add(m)
-	case *pglogrepl.BeginMessage:
-		st.inTxn = true
-		st.skipTxn = m.FinalLSN < st.skipBefore
-		st.xid = m.Xid
-		st.commitTime = m.CommitTime
-		st.stages = connector.Stages{Sent: st.serverTime, Received: time.Now()}
-		st.noteLag(st.serverTime, m.CommitTime)
-		st.origin = "commit " + m.FinalLSN.String()
-		st.txnEvents = 0
-	case *pglogrepl.LogicalDecodingMessage:
-		return st.message(ctx, m)
-	case *pglogrepl.UpdateMessage:
-		if st.src.cfg.OnUpdate == UpdateFail {
-			return st.refuseUpdate(ctx, m)
-		}
-		st.skip(m.RelationID, "UPDATE")
-	case *pglogrepl.DeleteMessage:
-		st.skip(m.RelationID, "DELETE")
-	case *pglogrepl.TruncateMessage:
-		for _, id := range m.RelationIDs {
-			st.skip(id, "TRUNCATE")
-		}
-	case *pglogrepl.CommitMessage:
-		st.inTxn = false
-		end := m.TransactionEndLSN
-		proof := &connector.CheckpointTxn{Xid: st.xid, CommitLSN: uint64(m.CommitLSN), EndLSN: uint64(end), CommitTime: st.commitTime}
-		if st.txnEvents == 0 && st.pass(end, proof) {
-			// Nothing of ours, nothing in flight: confirmable at once.
-			return st.markIdle(ctx)
-		}
-		n := int64(st.txnEvents)
-		st.eventsAt += n
-		mark, done := st.src.checkpoint(&ackedTxn{end: end, commit: st.commitTime, lastID: st.txnLastID, proof: proof}, st.eventsAt, n, false)
-		// Held counts as handed on: nothing passes it (pass), and it
-		// goes to the runner before anything waits for it (awaitAcked).
-		st.src.pos.update(func(p *positions) { p.emitted = end })
-		st.lastMark = st.stages.Received
-		return st.hold(ctx, mark, done)
-	}
-	return nil
-}
-
-// insert turns an Insert message into an event. Inserts are one message per
-// event, so they are decoded in place (pgoutput.DecodeInsert) rather than
-// through pglogrepl.Parse, which allocates some twenty times per row.
-func (st *stream) insert(ctx context.Context, wal []byte) error {
-	id, err := pgoutput.InsertRelation(wal)
-	if err != nil {
-		return fmt.Errorf("parse pgoutput message: %w", err)
-	}
-	rel, tbl := st.ours(id)
-	if tbl == nil || st.skipTxn {
-		return nil
-	}
-	var e connector.Event
-	cols, err := rel.DecodeInsert(wal, st.cols)
-	switch {
-	case errors.Is(err, pgoutput.ErrMalformed):
-		return fmt.Errorf("parse pgoutput message: %w", err)
-	case err != nil:
-		e = connector.Event{CommitTime: st.commitTime, Origin: st.origin, Invalid: &connector.EventError{Origin: st.origin, Err: err}}
-	default:
-		// NewEvent copies what it keeps of cols, so cols is reused.
-		st.cols = cols
-		e = tbl.columns.NewEvent(cols, st.commitTime, st.origin)
-	}
-	e.Table, e.Stages = tbl.qualified, st.stages
-	if inv, ok := e.Invalid.(*connector.EventError); ok {
-		st.src.explainMissing(inv, rel, tbl)
-	}
-	return st.add(ctx, e)
-}
-
-// add puts an event of the transaction being received into the batch,
-// handing the batch on when it is full.
-func (st *stream) add(ctx context.Context, e connector.Event) error {
-	st.txnLastID = e.ID
-	st.batch = append(st.batch, e)
-	st.batchBytes += eventBytes(&e)
-	st.txnEvents++
-	if st.full() {
-		// The whole transactions before this one go on first, with
-		// their Done. A large transaction goes on in chunks that cannot
-		// be confirmed on their own: only its commit can.
-		if err := st.release(ctx); err != nil {
-			return err
-		}
-		if st.full() {
-			return st.emitWith(ctx, len(st.batch), st.batchBytes, nil, nil)
-		}
-	}
-	return nil
-}
-
-func (st *stream) full() bool {
-	return len(st.batch) >= st.src.cfg.MaxBatchEvents || st.batchBytes >= st.src.cfg.MaxBatchBytes
-}
-
-// eventBytes is what an event holds in memory, as cdc.max_batch_bytes
-// counts it: every value it keeps, extra columns too (a large one of those
-// weighs as much as a payload), and its fixed part.
-func eventBytes(e *connector.Event) int {
-	n := len(e.Payload) + len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.Type) + 64
-	for _, c := range e.Extra {
-		n += len(c.Value) + len(c.Name)
-	}
-	return n
-}
-
-// ours returns the relation and the outbox table it is, or a nil table
-// when it is none. A publication the user made may cover other tables;
-// their changes are not ours to relay. A table is known by its oid, so
-// that a rename does not hide it, and by its name, so that one dropped
-// and made again is still known.
-func (st *stream) ours(id uint32) (*pgoutput.Relation, *table) {
-	rel, ok := st.rels[id]
-	if !ok {
-		return nil, nil
-	}
-	for i := range st.src.tables {
-		if t := &st.src.tables[i]; id == t.oid || (rel.Namespace == t.schema && rel.Name == t.name) {
-			return rel, t
-		}
-	}
-	return nil, nil
-}
-
-// noteRenamed warns when an outbox table comes under another name than
-// the configured one: renamed or moved to another schema while the relay
-// ran, or, replayed from before a rename, under its old name. ours still
-// knows it by its oid; the next start looks it up by the configured name.
-func (s *Source) noteRenamed(m *pglogrepl.RelationMessage) {
-	for _, t := range s.tables {
-		if t.oid == m.RelationID && (m.Namespace != t.schema || m.RelationName != t.name) {
-			s.log.Warn("the outbox table's changes come under another name, renamed or moved; relaying them by the table's oid. Set outbox.table to its current name before the next start",
-				"table", t.String(), "name", m.Namespace+"."+m.RelationName)
-		}
-	}
-}
-
-// explainMissing says, of an event whose routed column is not in the
-// table at all (renamed or dropped while the relay ran, which the
-// relation message announced), which column, which table, and the ways on.
-func (s *Source) explainMissing(inv *connector.EventError, rel *pgoutput.Relation, t *table) {
-	m := t.columns
-	for _, name := range []string{m.ID, m.AggregateType, m.AggregateID} {
-		if !slices.ContainsFunc(rel.Columns, func(c pgoutput.Column) bool { return c.Name == name }) {
-			inv.Err = fmt.Errorf("outbox table %s has no column %q any more (renamed or dropped; it has %s): rename it back, or map the new name under outbox.columns and restart, or set kafka.dead_letter_topic to pass such rows there: %w",
-				t, name, relColumns(rel), inv.Err)
-			return
-		}
-	}
-}
-
-func relColumns(rel *pgoutput.Relation) string {
-	names := make([]string, len(rel.Columns))
-	for i, c := range rel.Columns {
-		names[i] = c.Name
-	}
-	return strings.Join(names, ", ")
-}
-
-// skip counts a change that is not an insert. Logging each one would flood
-// the log of a table that is cleaned with DELETE; once a minute says it.
-func (st *stream) skip(id uint32, op string) {
-	if _, t := st.ours(id); t == nil {
-		return
-	}
-	n := st.src.skipped.Add(1)
-	if time.Since(st.lastWarn) >= time.Minute {
-		st.lastWarn = time.Now()
-		st.src.log.Warn("skipping changes to the outbox table that are not inserts; only inserted rows are events",
-			"op", op, "at", st.origin, "skipped_total", n,
-			"hint", "publish only inserts: ALTER PUBLICATION ... SET (publish = 'insert')")
-	}
 }
 
 // pass moves the position past end while nothing is in flight
@@ -436,43 +327,44 @@ func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
 
 // emitWith hands the first n events of the batch, of size bytes, to the
 // runner, with a checkpoint for them (exactly once, txn.go) and their
-// Done, either of which may be nil; the rest stay in the batch. While the
-// runner is busy it keeps the status updates going, so the server does
-// not time out a session that is only waiting for Kafka.
+// Done, either of which may be nil; the rest stay in the batch.
 func (st *stream) emitWith(ctx context.Context, n, bytes int, mark func() (*connector.Message, error), done func(error)) error {
-	// The batch is gathered in a slice that is reused, and handed on as an
-	// exact copy: growing a new slice for every batch by appending copied
-	// each event twice on average and was a sixth of the bytes the relay
-	// allocated in a drain.
-	b := connector.Batch{Events: slices.Clone(st.batch[:n]), Done: done, Checkpoint: mark}
-	rest := copy(st.batch, st.batch[n:])
-	clear(st.batch[rest:]) // let go of the payloads
-	st.batch, st.batchBytes = st.batch[:rest], st.batchBytes-bytes
+	b := connector.Batch{Events: st.batch.take(n, bytes), Done: done, Checkpoint: mark}
 	select {
 	case st.out <- b:
 		return nil
 	default:
 	}
+	return st.awaitRunner(ctx, b)
+}
+
+// awaitRunner hands b on once the runner takes it. While the runner is
+// busy it keeps up (keepUp), so that the server does not time out a
+// session that is only waiting for Kafka, and what Kafka acknowledges
+// meanwhile is saved and confirmed.
+func (st *stream) awaitRunner(ctx context.Context, b connector.Batch) error {
+	c := &st.clock
 	for {
-		if st.timer == nil {
-			st.timer = time.NewTimer(time.Until(st.nextStatus))
+		wait := time.Until(st.nextWake(st.src.pos.get()))
+		if c.timer == nil {
+			c.timer = time.NewTimer(wait)
 		} else {
-			st.timer.Reset(time.Until(st.nextStatus))
+			c.timer.Reset(wait)
 		}
 		select {
 		case st.out <- b:
-			st.timer.Stop()
-			st.heard = time.Now()
+			c.timer.Stop()
+			c.heard = time.Now()
 			return nil
-		case <-st.timer.C:
-			if err := st.sendStatus(ctx, true); err != nil {
+		case <-c.timer.C:
+			if _, err := st.keepUp(ctx, time.Now()); err != nil {
 				return err
 			}
-		case err := <-st.cpFailed:
-			st.timer.Stop()
+		case err := <-st.saver.failures():
+			c.timer.Stop()
 			return &checkpointError{err}
 		case <-ctx.Done():
-			st.timer.Stop()
+			c.timer.Stop()
 			return ctx.Err()
 		}
 	}
@@ -485,8 +377,8 @@ func (st *stream) emitWith(ctx context.Context, n, bytes int, mark func() (*conn
 // data resets the connection, and a walsender whose next send fails on the
 // reset exits without reading the update that waits in its receive buffer.
 // The slot then stays behind what Kafka acknowledged and the next start
-// repeats those events (GracefulRestartMidStream saw hundreds). The server
-// reads our messages in order, so its CopyDone means it applied the update.
+// repeats those events. The server reads our messages in order, so its
+// CopyDone means it applied the update.
 func (st *stream) finish(ctx context.Context) error {
 	if err := st.sendStatus(ctx, false); err != nil {
 		return err
@@ -515,20 +407,12 @@ func (st *stream) finish(ctx context.Context) error {
 	}
 }
 
-// confirm sends a status update for a position Kafka acknowledged since
-// the last one, without asking for a reply, and keeps the next such update
-// a confirm interval away.
-func (st *stream) confirm(ctx context.Context) error {
-	st.nextConfirm = time.Now().Add(st.src.cfg.CheckpointInterval)
-	return st.report(ctx, false)
-}
-
 // sendStatus reports the acknowledged position as written, flushed and
 // applied: the server may recycle WAL before it, and a restart resumes
 // after it. With reply, it asks the server to answer at once (with a
 // keepalive), which is what bounds a live server's silence.
 func (st *stream) sendStatus(ctx context.Context, reply bool) error {
-	st.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	st.clock.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
 	return st.report(ctx, reply)
 }
 

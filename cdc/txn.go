@@ -29,7 +29,7 @@ func (s *Source) txnCheckpoint(txn *ackedTxn, events, n int64, pending bool) (fu
 	mark := func() (*connector.Message, error) {
 		cp := s.pos.get().mark(s.ids(), txn, events, pending, time.Now())
 		built = &cp
-		return s.recorder.Message(cp)
+		return s.ckpt.recorder.Message(cp)
 	}
 	done := func(err error) {
 		if err != nil {
@@ -43,22 +43,16 @@ func (s *Source) txnCheckpoint(txn *ackedTxn, events, n int64, pending bool) (fu
 	return mark, done
 }
 
-// markAt is a transaction-less mark at lsn (positions.markAt).
-func (s *Source) markAt(lsn pglogrepl.LSN) *ackedTxn {
-	p := s.pos.get()
-	return p.markAt(lsn)
-}
-
 // emitMark hands on an empty batch that only commits a checkpoint at lsn:
 // the first one of a relay, so that a slot lost before the first event is
 // caught too, and, with cdc.snapshot initial, the one saying a snapshot is
 // under way.
 func (s *Source) emitMark(ctx context.Context, out chan<- connector.Batch, lsn pglogrepl.LSN) error {
 	p := s.pos.get()
-	mark, done := s.checkpoint(p.markAt(lsn), p.events, 0, p.snapshotPending)
+	mark, done := s.ckpt.write(p.markAt(lsn), p.events, 0, p.snapshotPending)
 	select {
 	case out <- connector.Batch{Checkpoint: mark, Done: done}:
-		s.needMark = false
+		s.ckpt.needMark = false
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -70,14 +64,19 @@ func (s *Source) emitMark(ctx context.Context, out chan<- connector.Batch, lsn p
 // interval: the slot may only be confirmed up to a committed checkpoint.
 func (st *stream) markIdle(ctx context.Context) error {
 	s := st.src
-	if s.recorder == nil || time.Since(st.lastMark) < s.cfg.StatusInterval {
+	if s.ckpt.recorder == nil {
 		return nil
 	}
-	p := s.pos.get()
-	if !p.idleMarkDue() {
+	var txn *ackedTxn
+	var handed int64
+	s.pos.update(func(p *positions) {
+		if now := time.Now(); p.idleMarkDue(now, s.cfg.StatusInterval) {
+			txn, handed = p.idleMark(now)
+		}
+	})
+	if txn == nil {
 		return nil
 	}
-	mark, done := s.checkpoint(p.markAt(p.emitted), st.eventsAt, 0, false)
-	st.lastMark = time.Now()
-	return st.emitWith(ctx, len(st.batch), st.batchBytes, mark, done)
+	mark, done := s.ckpt.write(txn, handed, 0, false)
+	return st.emitWith(ctx, len(st.batch.events), st.batch.bytes, mark, done)
 }

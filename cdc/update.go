@@ -20,7 +20,7 @@ import (
 // values, so the error and a dead letter name it.
 func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 	rel, tbl := st.ours(m.RelationID)
-	if tbl == nil || st.skipTxn {
+	if tbl == nil || st.txn.skip {
 		return nil
 	}
 	// The runner stops at this event without waiting for what is in
@@ -48,32 +48,31 @@ func (st *stream) refuseUpdate(ctx context.Context, m *pglogrepl.UpdateMessage) 
 			cols = append(cols, col)
 		}
 	}
-	e := tbl.columns.NewEvent(cols, st.commitTime, st.origin)
-	e.Table, e.Stages = tbl.qualified, st.stages
-	e.Invalid = &connector.EventError{EventID: e.ID, Origin: st.origin,
+	e := tbl.columns.NewEvent(cols, st.txn.commitTime, st.txn.origin)
+	e.Table, e.Stages = tbl.qualified, st.txn.stages
+	e.Invalid = &connector.EventError{EventID: e.ID, Origin: st.txn.origin,
 		Err: fmt.Errorf("UPDATE of a row of outbox table %s (aggregate %q %q), and cdc.on_update is fail (Debezium's table.op.invalid.behavior=fatal): outbox rows are inserted, never updated; stop whatever updates them, then set cdc.on_update: skip (table.op.invalid.behavior=warn) to pass over this one, or set kafka.dead_letter_topic to keep it there",
 			tbl, e.AggregateType, e.AggregateID)}
 	return st.add(ctx, e)
 }
 
 // awaitAcked returns once Kafka has acknowledged every transaction
-// emitted so far, keeping the status updates going meanwhile.
+// emitted so far, keeping up meanwhile (keepUp).
 func (st *stream) awaitAcked(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if p := st.src.pos.get(); p.acked >= p.emitted {
-			return nil
+		pos, err := st.keepUp(ctx, time.Now())
+		if err != nil {
+			return err
 		}
-		if !time.Now().Before(st.nextStatus) {
-			if err := st.sendStatus(ctx, false); err != nil {
-				return err
-			}
+		if pos.idle() {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-st.cpFailed:
+		case err := <-st.saver.failures():
 			return &checkpointError{err}
 		case <-t.C:
 		}

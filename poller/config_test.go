@@ -168,8 +168,8 @@ func TestDDL(t *testing.T) {
 
 // TestDDLNoLineBreakOut: DDL does not validate, and a name that would
 // not pass validation still cannot end a line of its output, comments
-// included, so nothing after it runs as SQL or as a psql command (issue
-// 24: the table's name, printed raw in the first -- comment, did).
+// included, so nothing after it runs as SQL or as a psql command (a name
+// printed raw in a -- comment would end it at its line feed).
 func TestDDLNoLineBreakOut(t *testing.T) {
 	for _, tc := range []struct{ name, table, channel string }{
 		{"line feed then SQL", "public.outbox\nDROP TABLE victim; --", ""},

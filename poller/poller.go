@@ -254,9 +254,9 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	// The claim's statements are prepared once per connection. A generic
 	// plan chosen while the table was small (a sequential scan for the
 	// mark by ctid) then stays until autovacuum analyzes the table, and a
-	// table in delete mode may stay small enough never to lose it: batches
-	// took seconds each (docs/performance.md). A plan per execution costs
-	// microseconds and follows the table.
+	// table in delete mode may stay small enough never to lose it, and
+	// every mark then scans a table that has grown since. A plan per
+	// execution costs microseconds and follows the table.
 	session["plan_cache_mode"] = "force_custom_plan"
 	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, named, pgsql.SessionDefaults(session))
 	if err != nil {

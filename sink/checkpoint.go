@@ -269,17 +269,32 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 // Save writes cp and waits for Kafka to acknowledge it with acks=all. With
 // WithTransactions it does nothing: the sink has committed cp already.
 func (s *CheckpointStore) Save(ctx context.Context, cp connector.Checkpoint) error {
+	saved := make(chan error, 1)
+	s.SaveAsync(ctx, cp, func(err error) { saved <- err })
+	return <-saved
+}
+
+// SaveAsync writes cp as Save does, without waiting: done gets what Save
+// would return, once, on the store's client's goroutine (or on the
+// caller's, when there is nothing to write), so it must not block. Saves
+// to the store's one partition are acknowledged in the order they were
+// made.
+func (s *CheckpointStore) SaveAsync(ctx context.Context, cp connector.Checkpoint, done func(error)) {
 	if s.txn != nil {
-		return nil
+		done(nil)
+		return
 	}
 	m, err := s.Message(cp)
 	if err != nil {
-		return err
+		done(err)
+		return
 	}
-	if err := s.cl.ProduceSync(ctx, &kgo.Record{Key: m.Key, Value: m.Value, Partition: *m.Partition}).FirstErr(); err != nil {
-		return s.aclError("write", err)
-	}
-	return nil
+	s.cl.Produce(ctx, &kgo.Record{Key: m.Key, Value: m.Value, Partition: *m.Partition}, func(_ *kgo.Record, err error) {
+		if err != nil {
+			err = s.aclError("write", err)
+		}
+		done(err)
+	})
 }
 
 // Message returns the record that saves cp.

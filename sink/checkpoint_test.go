@@ -84,6 +84,56 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 	}
 }
 
+// SaveAsync saves as Save does without waiting: saves made back to back
+// are each answered once, in the order they were made, and Load returns
+// the last; a save whose context has ended is answered with the error,
+// never left unanswered.
+func TestCheckpointStoreSaveAsync(t *testing.T) {
+	_, brokers := testenv.Kafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := connector.CheckpointKey{SystemID: "7312345678901234567", Database: "app", Slot: "async"}
+	st, err := sink.NewCheckpointStore(ctx, sink.Config{Brokers: brokers}, "", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	type answer struct {
+		lsn uint64
+		err error
+	}
+	answers := make(chan answer, 3)
+	for _, lsn := range []uint64{100, 200, 300} {
+		st.SaveAsync(ctx, connector.Checkpoint{EndLSN: lsn}, func(err error) { answers <- answer{lsn, err} })
+	}
+	for _, want := range []uint64{100, 200, 300} {
+		select {
+		case a := <-answers:
+			if a.lsn != want || a.err != nil {
+				t.Fatalf("answer for %d (%v), want %d answered first, with no error", a.lsn, a.err, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no answer for the save at %d", want)
+		}
+	}
+	if cp, found, err := st.Load(ctx); err != nil || !found || cp.EndLSN != 300 {
+		t.Fatalf("Load = %+v, %v, %v; want the last save, at 300", cp, found, err)
+	}
+
+	ended, stop := context.WithCancel(ctx)
+	stop()
+	failed := make(chan error, 1)
+	st.SaveAsync(ended, connector.Checkpoint{EndLSN: 400}, func(err error) { failed <- err })
+	select {
+	case err := <-failed:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("a save with an ended context: %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a save with an ended context was never answered")
+	}
+}
+
 // A relay pointed at another cluster finds nothing under its own key but
 // the checkpoint its database and slot left on the old cluster, even in a
 // topic of many partitions, and never another slot's.

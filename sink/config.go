@@ -25,14 +25,11 @@ type Config struct {
 	// Java producer.
 	Compression Compression `yaml:"compression" doc:"Codec of the record batches produced."`
 	// MaxBufferedRecords bounds the records published and not yet
-	// acknowledged; a full buffer makes Publish wait. Default 1024: the
-	// relay's heap is mostly these records and the produce request that
-	// carries them, and the GC lets the heap grow to 2.5 times what is
-	// live (the relay's GOGC of 150, cmd/outboxrelay/internal/app/gc.go).
-	// Draining 300k 500-byte events side by side on two cores at GOGC
-	// 100, 4096 peaked at 46-48 MiB RSS (26-28 MiB of it the relay's own
-	// memory), 1024 at 30 MiB (10-11 MiB), and both drained at or above
-	// pg_recvlogical's rate (docs/performance.md, "Memory").
+	// acknowledged; a full buffer makes Publish wait. Default 1024. The
+	// records in flight, and the produce requests that carry them, are
+	// most of the relay's memory, which grows with this bound; throughput
+	// needs only enough in flight to keep the brokers busy for a round
+	// trip, which a thousand records do at any but a very long one.
 	MaxBufferedRecords int `yaml:"max_buffered_records" doc:"Most records in flight (published, not yet acknowledged); reading waits when full."`
 	// MaxBufferedBytes bounds the bytes published and not yet acknowledged.
 	// Default 32 MiB.
@@ -40,11 +37,10 @@ type Config struct {
 	// Linger is how long a partition's batch waits for more records before
 	// it is sent. Default 0: at once. Records that arrive while a request is
 	// in flight (one at a time per broker, for the idempotent producer)
-	// are batched all the same, so a backlog still goes in large requests;
-	// a linger only delays sparse events. franz-go's own default, 10ms,
-	// put 10ms into every event's latency at 1k-5k events/s
-	// (p50 10.7/6.8 ms against 0.7/0.5 ms), for about a third less relay
-	// CPU per event at those rates (outboxbench).
+	// are batched all the same, so a backlog still goes in large requests.
+	// A linger matters only for sparse events: it adds up to itself to
+	// each one's latency, in return for fewer, larger requests, and less
+	// CPU per event, at low rates.
 	Linger time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.

@@ -20,12 +20,13 @@ import (
 // auto-created topic gets the broker's). The broker's is read before the
 // first record. A topic's own is looked up in the background, many topics
 // to a request (lookups), while its first records go out under the
-// broker's: a lookup per new topic on the publishing goroutine, one round
-// trip each, held 20,000 new topics up for minutes (issue 24). franz-go
-// asks for a topic's batch size limit (batch) once, when it first learns
-// of the topic's partitions; a topic whose override is smaller than the
-// broker's and was not yet known then may have a batch refused, which the
-// runner sends again one record at a time.
+// broker's: a lookup on the publishing goroutine would hold every new
+// topic's first record up for a round trip, and many new topics for as
+// many round trips one after the other. franz-go asks for a topic's batch
+// size limit (batch) once, when it first learns of the topic's
+// partitions; a topic whose override is smaller than the broker's and was
+// not yet known then may have a batch refused, which the runner sends
+// again one record at a time.
 type limits struct {
 	fixed int // kafka.max_record_bytes; 0 to ask the brokers
 	max   int // topics cached; 0 for maxTopicLimits
@@ -57,8 +58,8 @@ type limits struct {
 // maxTopicLimits bounds the per-topic cache (about 1 MB): topics are
 // input, an aggregate type names one. Past it, a topic looked up evicts
 // another, so that a topic in use keeps being found here however many
-// others came before it (it used to be looked up again for every record,
-// a round trip each, once 10,000 other topics had been seen).
+// others came before it, rather than being looked up again, a round trip,
+// for every record once the cache is full.
 const maxTopicLimits = 10000
 
 // maxLookup is how many topics one DescribeConfigs request asks about.

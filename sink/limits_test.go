@@ -56,7 +56,7 @@ func newTestClient(t *testing.T, brokers []string) *kgo.Client {
 
 // Topics are input, so the cache of their limits is bounded; past the
 // bound a topic in use is still found there, not looked up again for
-// every record (issue 24).
+// every record.
 func TestLimitsCacheIsBoundedAndKeepsTopicsInUse(t *testing.T) {
 	cluster, brokers := testenv.Kafka(t)
 	described := describeCounter(cluster)
@@ -92,8 +92,9 @@ func TestLimitsCacheIsBoundedAndKeepsTopicsInUse(t *testing.T) {
 
 // A new topic's limit is the broker's at once, with no request on the
 // caller's goroutine; its own max.message.bytes is looked up in the
-// background, many topics to a request, and used from then on (issue 24:
-// a request per new topic held 20,000 new topics up for minutes).
+// background, many topics to a request, and used from then on: a request
+// per new topic on the caller's goroutine would hold each new topic's
+// first record up for a round trip.
 func TestLimitsLooksTopicsUpInTheBackgroundInBatches(t *testing.T) {
 	const broker, small = 100000, 5000
 	cluster, brokers := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": fmt.Sprint(broker)}))

@@ -18,10 +18,10 @@ import (
 // franz-go asks for a partitioner per topic and keeps it as long as the
 // topic, and kgo's StickyKeyPartitioner makes each one a random source of
 // 5 KB for records without a key, which the relay's rarely have: with
-// 20,000 topics named by aggregate types that was a fifth of the relay's
-// heap (issue 24). So records with a key, which only need hashing, share
-// one partitioner, and a topic gets a sticky one of its own at its first
-// record without a key.
+// thousands of topics named by aggregate types, that is a large part of
+// the relay's heap for nothing. So records with a key, which only need
+// hashing, share one partitioner, and a topic gets a sticky one of its
+// own at its first record without a key.
 type partitioner struct {
 	// keyed is kgo's, for records with a key, for which it only hashes
 	// and keeps no state: any number of topics may use it at once. Its

@@ -19,7 +19,7 @@ import (
 
 // franz-go keeps every topic a client has produced to, and its work per
 // new topic grows with that number, so the sink replaces its client once
-// it has published to maxClientTopics (issue 24). Nothing is lost or
+// it has published to maxClientTopics. Nothing is lost or
 // refused across a renewal, including records to a topic the old client
 // had written to (the new producer id starts its sequences afresh), and
 // Client is the new client.

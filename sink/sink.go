@@ -165,10 +165,10 @@ func (s *Sink) producer() producer {
 // the sink replaces it (renew). franz-go keeps state for every topic a
 // client has produced to, for good, and its work for each new topic grows
 // with the number it knows (it copies its map of topics and asks for the
-// metadata of all of them): 20,000 topics, which 20,000 aggregate types
-// make, took minutes and most of the relay's memory (issue 24). Far more
-// than a relay publishes to by design, so that the flush and reconnect a
-// renewal costs stay rare.
+// metadata of all of them), so a client that has seen tens of thousands
+// of topics, one per aggregate type, is slow to take a new one and holds
+// much memory. 2000 is far more than a relay publishes to by design, so
+// that the flush and reconnect a renewal costs stay rare.
 var maxClientTopics = 2000
 
 // renew replaces the Kafka client by a new one, which knows no topics,
