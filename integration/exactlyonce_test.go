@@ -57,6 +57,11 @@ func TestExactlyOnceStaleRelayFenced(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	// More events, so that the woken relay has something to write even if
+	// the first ones were all in its hands before the freeze.
+	<-written
+	w.seqBase = 4000 / 20
+	more := w.writeInBackground(ctx, t, pool)
 	if code := a.exit(t, time.Minute); code != 1 {
 		t.Fatalf("the fenced relay exited %d, want 1:\n%s", code, lastLines(a.out.String(), 10))
 	}
@@ -67,9 +72,7 @@ func TestExactlyOnceStaleRelayFenced(t *testing.T) {
 		t.Errorf("the fenced relay waited as a standby; it kept its slot session, so Kafka's fencing, not the slot, must have stopped it:\n%s", lastLines(a.out.String(), 10))
 	}
 	waitLog(t, b, "taking it over", time.Minute)
-	<-written
-	w.seqBase = 4000 / 20
-	w.write(ctx, t, pool)
+	<-more
 	rows := readRows(ctx, t, pool, "outbox")
 	c.waitFor(t, rows, 2*time.Minute)
 	c.settle(time.Second)
