@@ -3,6 +3,10 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -201,8 +205,11 @@ func (s lsnScanner) ScanText(v pgtype.Text) error {
 }
 
 // TestCDCReconnectsAfterPostgresRestart: the database goes away under the
-// relay (fast shutdown, then a crash) and comes back; the relay reconnects
-// with backoff and nothing is lost.
+// relay (a fast shutdown, down for a few seconds, then a crash) and comes
+// back; the relay reconnects and nothing is lost. While the server is
+// down the runner restarts the source with exponential backoff, as its
+// log says: the first retry within RetryMin (give or take the backoff's
+// 50% jitter), later ones growing to RetryMax and never past it.
 func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	srv := testenv.PostgresServer(t)
 	ctx := context.Background()
@@ -221,7 +228,10 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
 	name := uniqueName(t)
-	r := startRelay(t, openCDC(t, cdc.Config{URL: url, Table: "public.outbox", Slot: name, Publication: name}), brokers, connector.RunnerConfig{}, sink.Config{})
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rc := connector.RunnerConfig{RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}
+	r := startRelayLogging(t, openCDC(t, cdc.Config{URL: url, Table: "public.outbox", Slot: name, Publication: name}), brokers, rc, sink.Config{}, log)
 	waitSlotActive(ctx, t, pool, name)
 
 	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 500}
@@ -229,11 +239,15 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Down long enough for the backoff to reach RetryMax: about 1.6s of
+	// retries at most, each jittered up by half.
+	time.Sleep(3 * time.Second)
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pool.Reset()
 	waitSlotActive(ctx, t, pool, name)
+	checkBackoff(t, retryWaits(t, logs.String()), rc)
 	// Numbering goes on from where the first round left off.
 	w2 := w
 	w2.seqBase = 500 / 10
@@ -255,6 +269,47 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	r.stop(t)
 	c.settle(200 * time.Millisecond)
 	c.check(t, rows, partitions)
+}
+
+// restartLine is the runner's WARN of a restart, with its wait.
+var restartLine = regexp.MustCompile(`msg="relay interrupted; restarting from the last checkpoint".* retry_in=(\S+)`)
+
+// retryWaits are the waits the runner's restarts announced in logs, in
+// order.
+func retryWaits(t *testing.T, logs string) []time.Duration {
+	t.Helper()
+	var waits []time.Duration
+	for _, m := range restartLine.FindAllStringSubmatch(logs, -1) {
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatalf("retry_in %q: %v", m[1], err)
+		}
+		waits = append(waits, d)
+	}
+	return waits
+}
+
+// checkBackoff checks waits against rc's exponential backoff with its 50%
+// jitter: the first within 1.5 × RetryMin, some later one at least
+// RetryMax / 2 (more than the first can be: it grew), none past
+// 1.5 × RetryMax.
+func checkBackoff(t *testing.T, waits []time.Duration, rc connector.RunnerConfig) {
+	t.Helper()
+	if len(waits) < 4 {
+		t.Fatalf("%d restarts logged while PostgreSQL was down for 3s, want at least 4: %v", len(waits), waits)
+	}
+	if waits[0] > rc.RetryMin*3/2 {
+		t.Errorf("the first restart waited %s, want at most 1.5 × RetryMin (%s): %v", waits[0], rc.RetryMin, waits)
+	}
+	if m := slices.Max(waits); m < rc.RetryMax/2 {
+		t.Errorf("the longest wait was %s, want the backoff to have grown to RetryMax (%s) less its jitter: %v", m, rc.RetryMax, waits)
+	}
+	for _, d := range waits {
+		if d > rc.RetryMax*3/2 {
+			t.Errorf("a restart waited %s, past RetryMax (%s) and its jitter: %v", d, rc.RetryMax, waits)
+		}
+	}
+	t.Logf("restarts while PostgreSQL was down waited %v", waits)
 }
 
 // TestCDCGracefulStopConfirmsWhileServerSends stops the relay while the

@@ -9,30 +9,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
-// Two relays on one slot with exactly_once: the active one is frozen
-// (SIGSTOP) for longer than its walsender's timeout while events commit,
-// the standby takes the slot over, fences the frozen one's transactional
-// id and goes on from the committed checkpoint; then the frozen one
-// wakes, with records still in its producer. A read_committed consumer
-// sees every event once and in order: nothing of the stale relay lands
-// after its successor's records.
+// Two relays on one slot with exactly_once, the second waiting as a
+// standby. The active one is frozen (SIGSTOP) mid-stream, with a Kafka
+// transaction open and records in its producer, and meanwhile another
+// producer loads its transactional id, as a successor does when it takes
+// over: the id's epoch moves on and the broker aborts the open
+// transaction. The freeze is far shorter than the walsender's timeout, so
+// the frozen relay wakes still holding its slot session and goes on
+// writing: Kafka refuses it as fenced, and it must stop with the fenced
+// ERROR (exit 1), not restart, not wait as a standby. The standby then
+// takes the slot over and goes on from the committed checkpoint. A
+// read_committed consumer sees every event once and in order: nothing of
+// the fenced relay's aborted transaction.
 func TestExactlyOnceStaleRelayFenced(t *testing.T) {
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 2s\n", name, name))
-	env := "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"
+	txnID := "outboxrelay-fenced-" + name
+	// receive_timeout, and with it the session's wal_sender_timeout, is
+	// far longer than the freeze: the server keeps the frozen relay's
+	// session, so the standby cannot take the slot, and the relay wakes
+	// into a live stream.
+	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n  status_interval: 200ms\n  receive_timeout: 60s\n", name, name))
+	env := []string{"OUTBOXRELAY_KAFKA_DELIVERY=exactly_once", "OUTBOXRELAY_KAFKA_TRANSACTIONAL_ID=" + txnID}
 	ctx := context.Background()
-	a := runBinary(t, cfg, env)
+	a := runBinary(t, cfg, env...)
 	waitSlotActive(ctx, t, pool, name)
-	b := runBinary(t, cfg, env)
+	b := runBinary(t, cfg, env...)
 	waitLog(t, b, "as a standby", 30*time.Second)
 
 	w := workload{table: "outbox", writers: 2, aggregates: 20, events: 4000, txnSize: 2}
@@ -42,35 +53,54 @@ func TestExactlyOnceStaleRelayFenced(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, b, "taking it over", time.Minute)
-	<-written
-	// The successor publishes past where the frozen relay stopped.
-	before := len(c.recs)
-	c.readAtLeast(ctx, t, before+100, time.Minute)
+	fenceTransactionalID(ctx, t, brokers, txnID)
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	// More events, so that the woken relay has something to write even if
+	// the first ones were all in its hands before the freeze.
+	<-written
 	w.seqBase = 4000 / 20
-	w.write(ctx, t, pool)
+	more := w.writeInBackground(ctx, t, pool)
+	if code := a.exit(t, time.Minute); code != 1 {
+		t.Fatalf("the fenced relay exited %d, want 1:\n%s", code, lastLines(a.out.String(), 10))
+	}
+	if reason := a.stopReason(t); !strings.Contains(reason, "took over its transactional id") {
+		t.Errorf("the fenced relay stopped with %q; want the fenced error saying another instance took over its transactional id", reason)
+	}
+	if strings.Contains(a.out.String(), "waiting for it to let go, as a standby") {
+		t.Errorf("the fenced relay waited as a standby; it kept its slot session, so Kafka's fencing, not the slot, must have stopped it:\n%s", lastLines(a.out.String(), 10))
+	}
+	waitLog(t, b, "taking it over", time.Minute)
+	<-more
 	rows := readRows(ctx, t, pool, "outbox")
 	c.waitFor(t, rows, 2*time.Minute)
 	c.settle(time.Second)
 	if rep := c.check(t, rows, partitions); rep.duplicates != 0 {
-		t.Errorf("%d records repeated; the successor must resume right after the committed checkpoint", rep.duplicates)
+		t.Errorf("%d records repeated; the successor must resume right after the committed checkpoint, and the fenced relay's transaction must be aborted", rep.duplicates)
 	}
 	if code := b.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 		t.Errorf("the successor exited %d after SIGTERM, want 0", code)
 	}
-	// Woken, the stale relay either finds its stream dead and waits as a
-	// standby, or tries to write first, is refused as fenced, and stops.
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(a.out.String(), "took over its transactional id") && !strings.Contains(a.out.String(), "as a standby") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stale relay neither stopped as fenced nor waits as a standby:\n%s", lastLines(a.out.String(), 10))
-		}
-		time.Sleep(50 * time.Millisecond)
+	t.Logf("the fenced relay's last lines:\n%s", lastLines(a.out.String(), 4))
+}
+
+// fenceTransactionalID loads a producer id for id from a client of its
+// own, as an instance taking id over does: the id's epoch moves on, the
+// broker aborts the transaction the earlier holder left open, and that
+// holder can no longer write or commit.
+func fenceTransactionalID(ctx context.Context, t *testing.T, brokers []string, id string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(id))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("the stale relay after it woke:\n%s", lastLines(a.out.String(), 6))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		t.Fatalf("fence transactional id %q: %v", id, err)
+	}
 }
 
 // waitLog waits until the binary's output holds text.

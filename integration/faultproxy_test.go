@@ -248,8 +248,9 @@ func (p *faultProxy) close() {
 // and answers nothing, while connections accepted later work.
 type faultListener struct {
 	net.Listener
-	mu    sync.Mutex
-	conns []*faultConn
+	mu       sync.Mutex
+	conns    []*faultConn
+	accepted int
 }
 
 func (l *faultListener) Accept() (net.Conn, error) {
@@ -260,8 +261,16 @@ func (l *faultListener) Accept() (net.Conn, error) {
 	fc := &faultConn{Conn: c, silenced: make(chan struct{})}
 	l.mu.Lock()
 	l.conns = append(l.conns, fc)
+	l.accepted++
 	l.mu.Unlock()
 	return fc, nil
+}
+
+// count is how many connections the listener has accepted.
+func (l *faultListener) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.accepted
 }
 
 // drop silences every connection accepted so far and returns how many.

@@ -112,7 +112,12 @@ type relay struct {
 
 func startRelay(t testing.TB, src connector.Source, brokers []string, rc connector.RunnerConfig, sc sink.Config) *relay {
 	t.Helper()
-	log := testLogger(t)
+	return startRelayLogging(t, src, brokers, rc, sc, testLogger(t))
+}
+
+// startRelayLogging is startRelay with the sink and runner logging to log.
+func startRelayLogging(t testing.TB, src connector.Source, brokers []string, rc connector.RunnerConfig, sc sink.Config, log *slog.Logger) *relay {
+	t.Helper()
 	sc.Brokers = brokers
 	// Tests inject broker errors that make the client refresh metadata
 	// before it retries; its 5s production default would make them slow.

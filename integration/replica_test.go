@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,14 @@ func serverMajor(ctx context.Context, t testing.TB, url string) int {
 // hot_standby_feedback, and from 17 with sync_replication_slots.
 func startReplicaPair(t *testing.T, minMajor int, what string, setup func(context.Context, *pgxpool.Pool)) *replicaPair {
 	t.Helper()
+	return startReplicaPairWith(t, minMajor, what, nil, setup)
+}
+
+// startReplicaPairWith is startReplicaPair with settings for both servers,
+// say track_commit_timestamp, which a promoted standby keeps only if it
+// has it on too.
+func startReplicaPairWith(t *testing.T, minMajor int, what string, settings map[string]string, setup func(context.Context, *pgxpool.Pool)) *replicaPair {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	skip := func(major int) {
@@ -77,7 +86,7 @@ func startReplicaPair(t *testing.T, minMajor int, what string, setup func(contex
 	if major := int(localMajor.Load()); major != 0 && major < minMajor {
 		skip(major)
 	}
-	primary := testenv.PostgresServer(t)
+	primary := testenv.PostgresServerWith(t, settings)
 	major := serverMajor(ctx, t, primary.URL("postgres"))
 	localMajor.Store(int64(major))
 	if major < minMajor {
@@ -109,14 +118,16 @@ func startReplicaPair(t *testing.T, minMajor int, what string, setup func(contex
 	if err := primary.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	settings := map[string]string{
-		"primary_slot_name":    standbySlot,
-		"hot_standby_feedback": "on",
+	standbySettings := maps.Clone(settings)
+	if standbySettings == nil {
+		standbySettings = map[string]string{}
 	}
+	standbySettings["primary_slot_name"] = standbySlot
+	standbySettings["hot_standby_feedback"] = "on"
 	if major >= 17 {
-		settings["sync_replication_slots"] = "on"
+		standbySettings["sync_replication_slots"] = "on"
 	}
-	standby, err := localpg.Start(ctx, localpg.Options{Dir: dir, Settings: settings})
+	standby, err := localpg.Start(ctx, localpg.Options{Dir: dir, Settings: standbySettings})
 	if err != nil {
 		t.Fatalf("start the standby: %v", err)
 	}
@@ -227,13 +238,19 @@ func execOn(ctx context.Context, t *testing.T, url string, sqls ...string) {
 	}
 }
 
-// promote kills the primary, as a crash of its host would, and promotes
+// failover kills the primary, as a crash of its host would, and promotes
 // the standby.
 func (p *replicaPair) failover(ctx context.Context, t *testing.T) {
 	t.Helper()
 	if err := p.primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	p.promote(ctx, t)
+}
+
+// promote promotes the standby and waits until it is a primary.
+func (p *replicaPair) promote(ctx context.Context, t *testing.T) {
+	t.Helper()
 	conn, err := pgx.Connect(ctx, p.standby.URL("postgres"))
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +260,20 @@ func (p *replicaPair) failover(ctx context.Context, t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&done); err != nil || !done {
 		t.Fatalf("promote the standby: %v (done: %v)", err, done)
 	}
+}
+
+// failoverAfterStop stops the primary with a fast shutdown, which sends
+// the standby all of its WAL before it ends (whatever a client was told
+// committed, the standby has), and promotes the standby: a failover of a
+// primary taken down mid-load, not a crash.
+func (p *replicaPair) failoverAfterStop(ctx context.Context, t *testing.T) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.primary.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	p.promote(ctx, t)
 }
 
 // failoverWriters commits, from each of n writers, one event every

@@ -11,6 +11,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/cdc"
+	"github.com/outboxrelay/outboxrelay/internal/pgident"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
+	"github.com/outboxrelay/outboxrelay/poller"
 )
 
 // hardPassword has every character that needs escaping somewhere: in a
@@ -179,9 +184,23 @@ func TestSecurityMistakes(t *testing.T) {
 }
 
 // TestHostileNamesAreValid: quotes, semicolons and spaces are legal in
-// PostgreSQL names; they are quoted, not refused.
+// PostgreSQL names; they are kept as written and quoted, not refused. The
+// sources get each name unchanged, and the SQL made from them (the
+// publication the relay creates, the poller's DDL) has, once its quoted
+// names, string literals and comments are set aside, the same text as for
+// plain names: nothing of a name is left outside its quotes.
 func TestHostileNamesAreValid(t *testing.T) {
-	_, err := Load(writeFile(t, `
+	const (
+		table  = `we"ird.outbox"; DROP TABLE x; --`
+		id     = "id'); DROP TABLE x; --"
+		pub    = "pub'; DROP TABLE x; --"
+		schema = `we"ird`
+		name   = `outbox"; DROP TABLE x; --`
+	)
+	hostile := func(source string) *Config {
+		t.Helper()
+		c, err := Load(writeFile(t, `
+source: `+source+`
 postgres:
   url: postgres://u@h/d
 kafka:
@@ -193,9 +212,101 @@ outbox:
 cdc:
   publication: "pub'; DROP TABLE x; --"
 `), nil)
-	if err != nil {
-		t.Fatalf("hostile but legal names refused: %v", err)
+		if err != nil {
+			t.Fatalf("hostile but legal names refused (source %s): %v", source, err)
+		}
+		return c
 	}
+	plain := func(source string) *Config {
+		t.Helper()
+		c, err := Load(writeFile(t, "source: "+source+"\npostgres:\n  url: postgres://u@h/d\nkafka:\n  brokers: [k:9092]\noutbox:\n  table: s.t\n  columns:\n    id: i\ncdc:\n  publication: p\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	cc := hostile("cdc").CDCConfig()
+	if cc.Table != table || cc.Columns.ID != id || cc.Publication != pub {
+		t.Errorf("the cdc source gets table %q, id column %q, publication %q; want them as written", cc.Table, cc.Columns.ID, cc.Publication)
+	}
+	gotSchema, gotName, err := cdc.SplitTable(cc.Table)
+	if err != nil || gotSchema != schema || gotName != name {
+		t.Errorf("table %q splits into %q and %q (%v), want %q and %q", cc.Table, gotSchema, gotName, err, schema, name)
+	}
+	publication := func(pub, table string) string {
+		s, n, _ := cdc.SplitTable(table)
+		return pgsql.CreatePublicationSQL(pub, false, pgident.Quote(s, n))
+	}
+	pc := plain("cdc").CDCConfig()
+	hostileSQL, plainSQL := publication(cc.Publication, cc.Table), publication(pc.Publication, pc.Table)
+	if want := `"we""ird"."outbox""; DROP TABLE x; --"`; !strings.Contains(hostileSQL, want) {
+		t.Errorf("the publication's SQL does not quote the table as %s:\n%s", want, hostileSQL)
+	}
+	if a, b := sqlShape(hostileSQL), sqlShape(plainSQL); a != b {
+		t.Errorf("the publication's SQL for hostile names has another shape than for plain ones:\n%s\n%s", a, b)
+	}
+
+	hp, pp := hostile("poll").PollConfig(), plain("poll").PollConfig()
+	if hp.Table != table || hp.Columns.ID != id {
+		t.Errorf("the poller gets table %q, id column %q; want them as written", hp.Table, hp.Columns.ID)
+	}
+	hostileDDL, plainDDL := poller.DDL(hp), poller.DDL(pp)
+	for _, want := range []string{`"we""ird"."outbox""; DROP TABLE x; --"`, `"id'); DROP TABLE x; --"`} {
+		if !strings.Contains(hostileDDL, want) {
+			t.Errorf("the poller's DDL does not quote a name as %s:\n%s", want, hostileDDL)
+		}
+	}
+	if a, b := sqlShape(hostileDDL), sqlShape(plainDDL); a != b {
+		t.Errorf("the poller's DDL for hostile names has another shape than for plain ones:\n%s\n---\n%s", a, b)
+	}
+}
+
+// sqlShape is sql with each quoted identifier written as I, each string
+// literal as L and each -- comment dropped: what PostgreSQL parses as
+// statements, whatever the names in them. Dollar quotes are kept as they
+// are, so a function's body is shaped too.
+func sqlShape(sql string) string {
+	var b strings.Builder
+	for i := 0; i < len(sql); {
+		switch {
+		case strings.HasPrefix(sql[i:], "--"):
+			end := strings.IndexByte(sql[i:], '\n')
+			if end < 0 {
+				return b.String()
+			}
+			i += end
+		case strings.HasPrefix(sql[i:], `U&"`):
+			b.WriteByte('I')
+			i = quotedEnd(sql, i+2, '"')
+		case sql[i] == '"':
+			b.WriteByte('I')
+			i = quotedEnd(sql, i, '"')
+		case sql[i] == '\'':
+			b.WriteByte('L')
+			i = quotedEnd(sql, i, '\'')
+		default:
+			b.WriteByte(sql[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// quotedEnd is the index after the quoted token that starts at sql[start],
+// its quote character q written twice inside it.
+func quotedEnd(sql string, start int, q byte) int {
+	for i := start + 1; i < len(sql); i++ {
+		if sql[i] != q {
+			continue
+		}
+		if i+1 < len(sql) && sql[i+1] == q {
+			i++
+			continue
+		}
+		return i + 1
+	}
+	return len(sql)
 }
 
 // assertNoSecret checks that the dump, every way of printing the config
