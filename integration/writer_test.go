@@ -141,17 +141,6 @@ func committed(t testing.TB, res writePlanResult) writePlanResult {
 	return res
 }
 
-// newEventID returns a random UUID (version 4) in text form.
-func newEventID(t testing.TB) string {
-	t.Helper()
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
 // newSpan returns a sampled span context with random ids, as the request
 // that writes an event would have, and its W3C traceparent.
 func newSpan(t testing.TB) (trace.SpanContext, string) {
@@ -315,11 +304,11 @@ func TestWriterOnTheReadmeTable(t *testing.T) {
 	written := map[string]writePlanResult{}
 	events := map[string]planEvent{}
 	for _, driver := range []string{"pgx", "database/sql"} {
-		e := planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: driver, Type: "OrderPlaced", Payload: json.RawMessage(`{"by": "` + driver + `"}`)}
+		e := planEvent{ID: newEventID(), AggregateType: "order", AggregateID: driver, Type: "OrderPlaced", Payload: json.RawMessage(`{"by": "` + driver + `"}`)}
 		written[e.ID] = committed(t, write(t, writePlan{URL: url, Driver: driver, Before: []string{order(driver)}, Events: []planEvent{e}}))
 		events[e.ID] = e
 	}
-	refused := planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: "refused", Type: "OrderPlaced", Headers: map[string]string{"tenant": "acme"}}
+	refused := planEvent{ID: newEventID(), AggregateType: "order", AggregateID: "refused", Type: "OrderPlaced", Headers: map[string]string{"tenant": "acme"}}
 	res := write(t, writePlan{URL: url, Driver: "pgx", Before: []string{order("refused")}, Events: []planEvent{refused}})
 	for _, want := range []string{
 		"the Writer's table public.outbox has no headers column",
@@ -367,7 +356,7 @@ func TestWriterOnTheReadmeTable(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 	_, tp := newSpan(t)
-	opted := planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: "opted-in", Type: "OrderPlaced", Payload: json.RawMessage(`{}`), Headers: map[string]string{"tenant": "acme"}}
+	opted := planEvent{ID: newEventID(), AggregateType: "order", AggregateID: "opted-in", Type: "OrderPlaced", Payload: json.RawMessage(`{}`), Headers: map[string]string{"tenant": "acme"}}
 	res = committed(t, write(t, writePlan{URL: url, Driver: "pgx", HeadersColumn: "headers", DDL: true, TraceParent: tp, Events: []planEvent{opted}}))
 	if !strings.Contains(res.DDL, `ALTER TABLE "public"."outbox" ADD COLUMN IF NOT EXISTS "headers" jsonb`) {
 		t.Errorf("the DDL with HeadersColumn does not add the column to an existing table:\n%s", res.DDL)
@@ -419,7 +408,7 @@ func TestOutboxWriterEndToEnd(t *testing.T) {
 	writeOrder := func(t *testing.T, driver, aggID string, rollback bool) written {
 		t.Helper()
 		span, tp := newSpan(t)
-		e := written{id: newEventID(t), aggID: aggID, span: span}
+		e := written{id: newEventID(), aggID: aggID, span: span}
 		committed(t, write(t, writePlan{URL: url, Driver: driver, Table: table, HeadersColumn: "headers", TraceParent: tp, Rollback: rollback,
 			Before: []string{fmt.Sprintf(`INSERT INTO %s VALUES ('%s', 10)`, orders, aggID)},
 			Events: []planEvent{{ID: e.id, AggregateType: "order", AggregateID: aggID, Type: "OrderPlaced",
@@ -518,7 +507,7 @@ func TestOutboxWriterMessages(t *testing.T) {
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
 	_, traceparent := newSpan(t)
 	ev := func(aggID, typ string) planEvent {
-		return planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: aggID, Type: typ, Payload: json.RawMessage(`{"agg": "` + aggID + `"}`)}
+		return planEvent{ID: newEventID(), AggregateType: "order", AggregateID: aggID, Type: typ, Payload: json.RawMessage(`{"agg": "` + aggID + `"}`)}
 	}
 	want := []planEvent{ev("1", "Placed"), ev("1", "Paid"), ev("2", "Placed")}
 	plan := func(driver string, rollback bool, events ...planEvent) writePlan {
@@ -580,7 +569,7 @@ func TestWriterMessagesRelayed(t *testing.T) {
 	p := runBinary(t, cfg(""))
 	binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
 	_, tp := newSpan(t)
-	plain := planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: "42", Type: "OrderPaid", Payload: json.RawMessage(`{"id":42}`)}
+	plain := planEvent{ID: newEventID(), AggregateType: "order", AggregateID: "42", Type: "OrderPaid", Payload: json.RawMessage(`{"id":42}`)}
 	res := committed(t, write(t, writePlan{URL: url, Driver: "database/sql", Messages: "outbox", TraceParent: tp, Events: []planEvent{plain}}))
 	c := newCollector(t, brokers, "outbox.event.order")
 	c.waitFor(t, map[string]row{plain.ID: {}}, time.Minute)
@@ -597,7 +586,7 @@ func TestWriterMessagesRelayed(t *testing.T) {
 	}
 	p = runBinary(t, cfg("routing:\n  headers_column: headers\n"))
 	binaryEndpoint(t, p).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
-	tagged := planEvent{ID: newEventID(t), AggregateType: "order", AggregateID: "43", Type: "OrderPaid", Payload: json.RawMessage(`{"id":43}`), Headers: map[string]string{"tenant": "acme"}}
+	tagged := planEvent{ID: newEventID(), AggregateType: "order", AggregateID: "43", Type: "OrderPaid", Payload: json.RawMessage(`{"id":43}`), Headers: map[string]string{"tenant": "acme"}}
 	committed(t, write(t, writePlan{URL: url, Driver: "pgx", Messages: "outbox", TraceParent: tp, Events: []planEvent{tagged}}))
 	c.waitFor(t, map[string]row{tagged.ID: {}}, time.Minute)
 	r = recordOf(c, tagged.ID)
