@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // Status is the outcome of one check.
@@ -114,12 +114,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // scrub is the last guard against a secret in a server's error text.
 func (r *Report) scrub(s string) string {
-	for _, sec := range r.secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "xxxxx")
-		}
-	}
-	return s
+	return secret.NewScrubber(r.secrets).Scrub(s)
 }
 
 // Option changes how Run checks.

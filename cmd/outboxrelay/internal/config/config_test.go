@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 func writeFile(t *testing.T, content string) string {
@@ -188,10 +190,10 @@ func TestPasswordNeverInErrors(t *testing.T) {
 }
 
 // FuzzParse: whatever a file holds, parsing, defaulting and validating it
-// does not panic; and a configuration that validates and holds no secret
-// (a dump shows secrets as xxxxx) dumps to YAML that parses back, still
-// validates and dumps to the same bytes: config-dump shows the
-// configuration the relay runs, which can be loaded again as it is.
+// does not panic; and a configuration that validates dumps to YAML that
+// shows none of its secrets, parses back, still validates and dumps to the
+// same bytes: config-dump shows the configuration the relay runs (secrets
+// as xxxxx), which can be loaded again as it is.
 //
 // Run: go test -run XXX -fuzz FuzzParse$ -fuzztime 10s ./cmd/outboxrelay/internal/config/
 func FuzzParse(f *testing.F) {
@@ -199,6 +201,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("kafka:\n  brokers: [a:1, b:2]\ncdc:\n  status_interval: 1s\n"))
 	f.Add([]byte("postgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [k:9092]\n"))
 	f.Add([]byte("source: poll\npostgres:\n  url: postgres://relay@db/app\nkafka:\n  brokers: [k:9092]\n  delivery: exactly_once\noutbox:\n  tables: [a.outbox, b.outbox]\npoll:\n  mode: delete\n"))
+	f.Add([]byte("postgres:\n  url: postgres://u:o@db/app\nkafka:\n  brokers: [k:9092]\n  sasl: {mechanism: plain, username: u, password: outbox}\n"))
 	f.Add([]byte("postgres:\n  url: host=db dbname=app\nkafka:\n  brokers: [k:9092]\noutbox:\n  table: 'we\"ird.out; x'\ncdc:\n  message_prefixes: [outbox]\n  snapshot: initial\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c Config
@@ -206,12 +209,15 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		c.setDefaults()
-		if c.Validate() != nil || len(c.Secrets()) > 0 {
+		if c.Validate() != nil {
 			return
 		}
 		dump, err := c.Dump()
 		if err != nil {
 			t.Fatalf("dump a valid configuration: %v", err)
+		}
+		if scrubbed := secret.NewScrubber(c.Secrets()).Scrub(string(dump)); scrubbed != string(dump) {
+			t.Fatalf("the dump shows a secret:\n%s", dump)
 		}
 		var back Config
 		if err := Parse(dump, &back); err != nil {

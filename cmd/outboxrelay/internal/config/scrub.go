@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
+
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 )
 
 // ScrubSecrets wraps h so that no secret reaches the log: each occurrence
@@ -13,37 +14,22 @@ import (
 // redacting at the source, for the error a library formats with a
 // password in it. Empty secrets are ignored.
 func ScrubSecrets(h slog.Handler, secrets []string) slog.Handler {
-	var pairs []string
-	for _, s := range secrets {
-		if s != "" {
-			pairs = append(pairs, s, redacted)
-		}
-	}
-	if len(pairs) == 0 {
+	r := secret.NewScrubber(secrets)
+	if r.Empty() {
 		return h
 	}
-	return &scrubHandler{h: h, r: strings.NewReplacer(pairs...)}
-}
-
-// scrub replaces every secret in s.
-func scrub(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, redacted)
-		}
-	}
-	return s
+	return &scrubHandler{h: h, r: r}
 }
 
 type scrubHandler struct {
 	h slog.Handler
-	r *strings.Replacer
+	r secret.Scrubber
 }
 
 func (s *scrubHandler) Enabled(ctx context.Context, l slog.Level) bool { return s.h.Enabled(ctx, l) }
 
 func (s *scrubHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, s.r.Replace(r.Message), r.PC)
+	out := slog.NewRecord(r.Time, r.Level, s.r.Scrub(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(s.attr(a))
 		return true
@@ -67,7 +53,7 @@ func (s *scrubHandler) attr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		return slog.String(a.Key, s.r.Replace(v.String()))
+		return slog.String(a.Key, s.r.Scrub(v.String()))
 	case slog.KindGroup:
 		g := v.Group()
 		clean := make([]any, len(g))
@@ -80,7 +66,7 @@ func (s *scrubHandler) attr(a slog.Attr) slog.Attr {
 		// handlers; a value whose text holds a secret is logged as that
 		// text, scrubbed, and any other value as it was.
 		text := fmt.Sprint(v.Any())
-		if clean := s.r.Replace(text); clean != text {
+		if clean := s.r.Scrub(text); clean != text {
 			return slog.String(a.Key, clean)
 		}
 	}

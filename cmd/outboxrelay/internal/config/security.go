@@ -217,7 +217,7 @@ func (c *Config) Dump() ([]byte, error) {
 	}
 	// A last guard: whatever field a secret might have reached, it does
 	// not leave in a dump.
-	return []byte(scrub(string(b), c.Secrets())), nil
+	return []byte(secret.NewScrubber(c.Secrets()).Scrub(string(b))), nil
 }
 
 // redactRegistryURLs is secret.Redact on each of the comma-separated
