@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 const (
@@ -156,6 +158,7 @@ func same(t *testing.T, what string, got, want any) {
 // TestHelmLint is helm's own lint of the chart, strict (warnings fail),
 // with the defaults and with every optional object rendered.
 func TestHelmLint(t *testing.T) {
+	helmBin(t)
 	for _, tc := range []struct{ name, values string }{
 		{"defaults", ""},
 		{"everything on", "serviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}\n" +
@@ -462,6 +465,7 @@ func checkSecretVolumes(t *testing.T, pod corev1.PodSpec, want map[string]string
 // value's path, what would render a relay that cannot work, and a value
 // the chart does not know.
 func TestHelmValuesSchema(t *testing.T) {
+	helmBin(t)
 	for _, tc := range []struct{ name, values, want string }{
 		{"unknown value", "replicas: 3\n", "'replicas' not allowed"},
 		{"misplaced value", "image: {name: outboxrelay}\n", "'name' not allowed"},
@@ -481,5 +485,66 @@ func TestHelmValuesSchema(t *testing.T) {
 				t.Errorf("the error does not name %q: %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// TestHelmDocsExample renders the values docs/kubernetes.md shows, and
+// loads the configuration they give with the relay, from the Secret the
+// page creates.
+func TestHelmDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\\n   ```yaml\\n   # values-shop.yaml\\n(.*?)\\n   ```\\n").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/kubernetes.md has no values-shop.yaml example")
+	}
+	values := regexp.MustCompile("(?m)^   ").ReplaceAll(m[1], nil)
+	c := renderChart(t, "outboxrelay", string(values))
+	if !slices.Contains(c.kinds, "ServiceMonitor") {
+		t.Errorf("the example renders %v, without the ServiceMonitor it enables", c.kinds)
+	}
+	ca, err := os.ReadFile(testenv.NewCerts(t).CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "outboxrelay"},
+		StringData: map[string]string{"postgres-password": "pw", "postgres-ca.pem": string(ca)}}
+	loadPodConfig(t, &manifests{configMap: c.configMap, deployment: c.deployment, secret: secret})
+}
+
+// TestHelmValuesDocumented checks that docs/kubernetes.md's table names
+// every value of values.yaml: each top-level key, and the keys inside
+// those that group settings of the chart's own.
+func TestHelmValuesDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yamlv3.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Maps passed through whole, whose keys are the relay's or
+	// Kubernetes' own.
+	whole := []string{"config", "resources", "podSecurityContext", "securityContext", "podAnnotations", "podLabels", "nodeSelector", "affinity"}
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		names := []string{k}
+		if sub, ok := values[k].(map[string]any); ok && !slices.Contains(whole, k) {
+			names = nil
+			for _, s := range slices.Sorted(maps.Keys(sub)) {
+				names = append(names, k+"."+s)
+			}
+		}
+		for _, n := range names {
+			if !bytes.Contains(doc, []byte("| `"+n+"`")) && !bytes.Contains(doc, []byte(", `"+n+"`")) {
+				t.Errorf("docs/kubernetes.md's table of values does not name %s", n)
+			}
+		}
 	}
 }
