@@ -45,11 +45,14 @@ type kustomization struct {
 
 // serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
 // (monitoring.coreos.com/v1, a CRD k8s.io/api does not have) that the
-// component uses.
+// component and the chart use.
 type serviceMonitor struct {
 	metav1.TypeMeta `json:",inline"`
 	Metadata        metav1.ObjectMeta `json:"metadata"`
 	Spec            struct {
+		// JobLabel names the Service label whose value is the job label;
+		// "" makes it the Service's name.
+		JobLabel  string               `json:"jobLabel"`
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
 			Port     string `json:"port"`
