@@ -40,7 +40,7 @@ func helmBin(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("helm")
 	if err != nil {
-		t.Skip("helm is not on PATH, so the chart is not linted or rendered here: scripts/test installs helm v3.22.0 " +
+		t.Skip("helm is not on PATH, so the chart is not linted or rendered here: OUTBOXRELAY_TEST_TOOLS=build scripts/test builds helm v3.22.0 " +
 			"(go install helm.sh/helm/v3/cmd/helm@v3.22.0) into its tool cache")
 	}
 	return bin

@@ -167,7 +167,7 @@ func goreleaserBin(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("goreleaser")
 	if err != nil {
-		t.Skip("goreleaser is not on PATH, so the release configuration is not checked here: scripts/test installs " +
+		t.Skip("goreleaser is not on PATH, so the release configuration is not checked here: OUTBOXRELAY_TEST_TOOLS=build scripts/test builds " +
 			"goreleaser v2.15.1 (go install github.com/goreleaser/goreleaser/v2@v2.15.1) into its tool cache")
 	}
 	return bin
