@@ -74,7 +74,7 @@ type Config struct {
 	// HeartbeatInterval, when positive, is how often the source writes a
 	// logical decoding message on an ordinary connection (heartbeat.go), so
 	// that the slot advances while the outbox table is idle. Default 0: off.
-	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0 (off)"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"Write a tiny logical message (pg_logical_emit_message) this often so the slot advances while the outbox is idle, like Debezium's heartbeat.interval.ms; 0 turns it off." default:"0s (off)"`
 	// MessagePrefixes, when set, makes the logical decoding messages
 	// written with these prefixes, in a transaction
 	// (pg_logical_emit_message(true, prefix, content)), events too: a
@@ -117,13 +117,13 @@ type Config struct {
 	// slot once the server has heard nothing from its client for this
 	// long (pg_stat_replication.reply_time), rather than wait for the
 	// server's wal_sender_timeout. 0: off.
-	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
+	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0s (off)"`
 	// FailoverSlot creates the slot as a failover slot, which a promoted
 	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
 	// on the standby; with synchronized_standby_slots on the primary, the
 	// standby is never behind the relay). Default true where the server
 	// supports it; ignored before 17.
-	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/operations.md#failover-slots." default:"true (PostgreSQL 17+)"`
+	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/operations.md#failover-slots." default:"(true on PostgreSQL 17 and later, decided at start)"`
 	// OnUpdate is what the source does with an UPDATE of an outbox row:
 	// "skip" counts it and warns once a minute; "fail" makes it an event
 	// that cannot be published, named by its row, which stops the relay

@@ -93,7 +93,7 @@ type Config struct {
 	MaxAttempts int `yaml:"max_attempts" doc:"Attempts at a row Kafka can never take before it moves to the dead-letter table."`
 	// DeadLetterTable receives rows that failed MaxAttempts times, schema.table
 	// or a table in the outbox table's schema. Default "<table>_dead_letter".
-	DeadLetterTable string `yaml:"dead_letter_table" doc:"Table for rows that failed poll.max_attempts times, with the reason; schema.table or a table in the outbox's schema." default:"the outbox table's name + _dead_letter (outbox_dead_letter)"`
+	DeadLetterTable string `yaml:"dead_letter_table" doc:"Table for rows that failed poll.max_attempts times, with the reason; schema.table or a table in the outbox's schema." default:"(the outbox table's name + _dead_letter: outbox_dead_letter)"`
 	// NotifyChannel is the channel the table's trigger notifies on insert.
 	// Default "outboxrelay".
 	NotifyChannel string `yaml:"notify_channel" doc:"Channel the outbox table's trigger notifies; the poller LISTENs on it to wake at once."`

@@ -44,7 +44,7 @@ type Config struct {
 	Linger time.Duration `yaml:"linger" doc:"How long a batch waits for more records before it is sent; 0 sends at once (a backlog still goes in large batches)." default:"0s"`
 	// MaxRecordBytes is the largest record the sink will produce. Default:
 	// the broker's message.max.bytes, read when the sink starts.
-	MaxRecordBytes int `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"the broker's message.max.bytes"`
+	MaxRecordBytes int `yaml:"max_record_bytes" doc:"Largest record produced; larger events are errors (or dead letters)." default:"0 (the broker's message.max.bytes)"`
 	// TopicCreation creates topics before their first record
 	// (topics.go). Default off.
 	TopicCreation TopicCreation `yaml:"topic_creation"`

@@ -38,10 +38,10 @@ type TopicCreation struct {
 type TopicSettings struct {
 	// Partitions is the new topic's partition count; 0 or -1: the
 	// broker's num.partitions.
-	Partitions int `yaml:"partitions" doc:"Partitions of a topic the relay creates; -1 leaves it to the broker's num.partitions." default:"-1 (the broker's)"`
+	Partitions int `yaml:"partitions" doc:"Partitions of a topic the relay creates; 0 or -1 leaves it to the broker's num.partitions." default:"0 (the broker's)"`
 	// ReplicationFactor is its replication factor; 0 or -1: the broker's
 	// default.replication.factor.
-	ReplicationFactor int `yaml:"replication_factor" doc:"Replication factor of a topic the relay creates; -1 leaves it to the broker's default.replication.factor." default:"-1 (the broker's)"`
+	ReplicationFactor int `yaml:"replication_factor" doc:"Replication factor of a topic the relay creates; 0 or -1 leaves it to the broker's default.replication.factor." default:"0 (the broker's)"`
 	// Configs are topic configs (cleanup.policy, retention.ms, ...).
 	Configs map[string]string `yaml:"configs" doc:"Topic configs of a topic the relay creates, e.g. {cleanup.policy: compact, retention.ms: \"604800000\"}. File only." default:"(none)"`
 }

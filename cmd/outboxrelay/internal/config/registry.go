@@ -26,10 +26,10 @@ type SchemaRegistry struct {
 
 // SchemaRegistryTLS is TLS to the registry, for https URLs.
 type SchemaRegistryTLS struct {
-	CAFile             string `yaml:"ca_file" doc:"PEM file of the certificate authorities that sign the registry's certificate." default:"the system's roots"`
+	CAFile             string `yaml:"ca_file" doc:"PEM file of the certificate authorities that sign the registry's certificate." default:"(the system's roots)"`
 	CertFile           string `yaml:"cert_file" doc:"PEM client certificate, for a registry that authenticates clients by certificate; needs key_file." default:"(none)"`
 	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file." default:"(none)"`
-	ServerName         string `yaml:"server_name" doc:"Name the registry's certificate must carry." default:"the URL's host"`
+	ServerName         string `yaml:"server_name" doc:"Name the registry's certificate must carry." default:"(the URL's host)"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any registry certificate: encrypted but not authenticated; for tests only." default:"false"`
 }
 

@@ -52,10 +52,10 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 // KafkaTLS is TLS to the brokers.
 type KafkaTLS struct {
 	Enabled            bool   `yaml:"enabled" doc:"Connect to the brokers with TLS." default:"false"`
-	CAFile             string `yaml:"ca_file" doc:"PEM file of the certificate authorities that sign the brokers' certificates." default:"the system's roots"`
+	CAFile             string `yaml:"ca_file" doc:"PEM file of the certificate authorities that sign the brokers' certificates." default:"(the system's roots)"`
 	CertFile           string `yaml:"cert_file" doc:"PEM client certificate, for brokers that authenticate clients by certificate (mutual TLS); needs key_file." default:"(none)"`
 	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file." default:"(none)"`
-	ServerName         string `yaml:"server_name" doc:"Name the brokers' certificates must carry." default:"the broker's host"`
+	ServerName         string `yaml:"server_name" doc:"Name the brokers' certificates must carry." default:"(the broker's host)"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate: encrypted but not authenticated; for tests only." default:"false"`
 }
 
