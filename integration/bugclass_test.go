@@ -110,7 +110,7 @@ func checkRepeats(t *testing.T, c *collector, may map[string]bool) int {
 // newEventID is a random UUID in its text form.
 func newEventID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	_, _ = rand.Read(b[:])                      // never fails (crypto/rand)
 	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80 // version 4, variant 10
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
