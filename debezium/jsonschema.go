@@ -165,6 +165,59 @@ func (w *jsonSchemaWriter) schema(s *Schema, index int) error {
 // properties of a struct or the items of an array. extra are the
 // properties beside the schema's own (connect.index).
 func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
+	ps := append(schemaProps(s), extra...)
+	switch s.Type {
+	case TypeStruct:
+		w.b = append(w.b, `{"type":"object"`...)
+		if err := w.common(s, ps); err != nil {
+			return err
+		}
+		if err := w.properties(s); err != nil {
+			return err
+		}
+		w.b = append(w.b, '}')
+		return nil
+	case TypeArray:
+		w.b = append(w.b, `{"type":"array"`...)
+		if err := w.common(s, ps); err != nil {
+			return err
+		}
+		w.b = append(w.b, `,"items":`...)
+		if err := w.schema(s.Items, -1); err != nil {
+			return err
+		}
+		w.b = append(w.b, '}')
+		return nil
+	case TypeBoolean:
+		// visitBooleanSchema writes visitSchema's part first, "type" last.
+		w.b = append(w.b, '{')
+		mark := len(w.b)
+		if err := w.common(s, ps); err != nil {
+			return err
+		}
+		if len(w.b) > mark {
+			w.b = append(w.b[:mark], w.b[mark+1:]...)
+			w.b = append(w.b, ',')
+		}
+		w.b = append(w.b, `"type":"boolean"}`...)
+		return nil
+	}
+	jt, _ := jsonConnectType(s.Type)
+	if jt == "" {
+		return fmt.Errorf("no JSON Schema type for a Connect %s", s.Type)
+	}
+	w.b = append(w.b, `{"type":`...)
+	w.b = strconv.AppendQuote(w.b, jt)
+	if err := w.common(s, ps); err != nil {
+		return err
+	}
+	w.b = append(w.b, '}')
+	return nil
+}
+
+// schemaProps are the unprocessed properties JsonSchemaData gives s:
+// connect.type, connect.version and connect.parameters.
+func schemaProps(s *Schema) []prop {
 	var ps []prop
 	_, ct := jsonConnectType(s.Type)
 	if ct != "" {
@@ -192,88 +245,53 @@ func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
 		}
 		ps = append(ps, prop{"connect.parameters", string(append(obj, '}'))})
 	}
-	ps = append(ps, extra...)
-	// visitSchema: title (the Connect name), description (its doc),
-	// default, then the unprocessed properties, each after a comma.
-	common := func() error {
-		if s.Name != "" {
-			w.b = append(w.b, `,"title":`...)
-			w.b = appendJacksonString(w.b, s.Name)
+	return ps
+}
+
+// common writes visitSchema's part: title (the Connect name), description
+// (its doc), default, then the unprocessed properties ps, each after a
+// comma.
+func (w *jsonSchemaWriter) common(s *Schema, ps []prop) error {
+	if s.Name != "" {
+		w.b = append(w.b, `,"title":`...)
+		w.b = appendJacksonString(w.b, s.Name)
+	}
+	if s.Doc != "" {
+		w.b = append(w.b, `,"description":`...)
+		w.b = appendJacksonString(w.b, s.Doc)
+	}
+	if s.Default != nil {
+		w.b = append(w.b, `,"default":`...)
+		var err error
+		if w.b, err = appendJSONSchemaDefault(w.b, s.Default); err != nil {
+			return err
 		}
-		if s.Doc != "" {
-			w.b = append(w.b, `,"description":`...)
-			w.b = appendJacksonString(w.b, s.Doc)
-		}
-		if s.Default != nil {
-			w.b = append(w.b, `,"default":`...)
-			var err error
-			if w.b, err = appendJSONSchemaDefault(w.b, s.Default); err != nil {
-				return err
-			}
-		}
-		w.props(ps)
+	}
+	w.props(ps)
+	return nil
+}
+
+// properties writes a struct's fields as an object's "properties", in
+// the order of ObjectSchema's map of them; none when it has no fields.
+func (w *jsonSchemaWriter) properties(s *Schema) error {
+	if len(s.Fields) == 0 {
 		return nil
 	}
-	switch s.Type {
-	case TypeStruct:
-		w.b = append(w.b, `{"type":"object"`...)
-		if err := common(); err != nil {
-			return err
-		}
-		if len(s.Fields) > 0 {
-			names := make([]string, len(s.Fields))
-			for i, f := range s.Fields {
-				names[i] = f.Name
-			}
-			w.b = append(w.b, `,"properties":{`...)
-			for i, name := range javaHashOrder(names) {
-				if i > 0 {
-					w.b = append(w.b, ',')
-				}
-				fi := s.field(name)
-				w.b = appendJacksonString(w.b, name)
-				w.b = append(w.b, ':')
-				if err := w.schema(s.Fields[fi].Schema, fi); err != nil {
-					return fmt.Errorf("field %q: %w", name, err)
-				}
-			}
-			w.b = append(w.b, '}')
-		}
-		w.b = append(w.b, '}')
-		return nil
-	case TypeArray:
-		w.b = append(w.b, `{"type":"array"`...)
-		if err := common(); err != nil {
-			return err
-		}
-		w.b = append(w.b, `,"items":`...)
-		if err := w.schema(s.Items, -1); err != nil {
-			return err
-		}
-		w.b = append(w.b, '}')
-		return nil
-	case TypeBoolean:
-		// visitBooleanSchema writes visitSchema's part first, "type" last.
-		w.b = append(w.b, '{')
-		mark := len(w.b)
-		if err := common(); err != nil {
-			return err
-		}
-		if len(w.b) > mark {
-			w.b = append(w.b[:mark], w.b[mark+1:]...)
+	names := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		names[i] = f.Name
+	}
+	w.b = append(w.b, `,"properties":{`...)
+	for i, name := range javaHashOrder(names) {
+		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = append(w.b, `"type":"boolean"}`...)
-		return nil
-	}
-	jt, _ := jsonConnectType(s.Type)
-	if jt == "" {
-		return fmt.Errorf("no JSON Schema type for a Connect %s", s.Type)
-	}
-	w.b = append(w.b, `{"type":`...)
-	w.b = strconv.AppendQuote(w.b, jt)
-	if err := common(); err != nil {
-		return err
+		fi := s.field(name)
+		w.b = appendJacksonString(w.b, name)
+		w.b = append(w.b, ':')
+		if err := w.schema(s.Fields[fi].Schema, fi); err != nil {
+			return fmt.Errorf("field %q: %w", name, err)
+		}
 	}
 	w.b = append(w.b, '}')
 	return nil

@@ -112,8 +112,8 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 
 // commentText escapes what a YAML comment cannot hold, as Go would quote
 // it: control characters but the newlines between lines, and bytes that
-// are not UTF-8. An option named with one (a properties file can write
-// "\u0000" in a key) made a translation whose YAML did not load.
+// are not UTF-8. A properties file can name an option with one ("\u0000"
+// in a key), and the translation's YAML must still load.
 func commentText(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -307,6 +307,35 @@ func (tr *translator) splitServer(p *Properties) {
 
 // connector maps the PostgreSQL connector's options.
 func (tr *translator) connector() {
+	tr.connectorClass()
+	tr.postgresURL()
+	tr.set("source", "cdc")
+	table := tr.outboxTables()
+	tr.pluginName()
+	tr.slotAndPublication(table)
+	if v, ok := tr.get("status.update.interval.ms"); ok {
+		if d, ok := tr.millis("status.update.interval.ms", v); ok {
+			tr.set("cdc.status_interval", d)
+		}
+	}
+	tr.heartbeat()
+	for _, k := range []string{"topic.prefix", "database.server.name"} {
+		if v, ok := tr.get(k); ok {
+			tr.set("routing.schema_topic_prefix", v)
+			break
+		}
+	}
+	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
+		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
+	}
+	tr.snapshotMode()
+	tr.contextHeaders()
+	tr.valueModes()
+}
+
+// connectorClass checks connector.class and names the producer's client
+// id after the connector, as Kafka Connect does.
+func (tr *translator) connectorClass() {
 	if v, ok := tr.get("connector.class"); ok && v != "io.debezium.connector.postgresql.PostgresConnector" {
 		tr.note("connector.class", Unsupported, "%s is not Debezium's PostgreSQL connector (io.debezium.connector.postgresql.PostgresConnector)", v)
 	} else if !ok {
@@ -317,9 +346,11 @@ func (tr *translator) connector() {
 	} else if tr.t.Name != "" && !tr.server {
 		tr.set("kafka.client_id", "connector-producer-"+tr.t.Name+"-0")
 	}
-	tr.postgresURL()
-	tr.set("source", "cdc")
+}
 
+// outboxTables maps the table filters onto the outbox tables and
+// patterns, and returns how notes name them.
+func (tr *translator) outboxTables() string {
 	tables, patterns := tr.tables()
 	switch {
 	case len(tables) == 1:
@@ -334,7 +365,11 @@ func (tr *translator) connector() {
 	if len(patterns) > 0 {
 		table = strings.TrimPrefix(table+", the tables matching "+strings.Join(patterns, ", "), ", ")
 	}
+	return table
+}
 
+// pluginName checks plugin.name: outboxrelay reads pgoutput slots only.
+func (tr *translator) pluginName() {
 	switch plugin, ok := tr.get("plugin.name"); {
 	case !ok:
 		tr.note("plugin.name", Warning, "not set, and Debezium's default is decoderbufs, which outboxrelay cannot read: outboxrelay creates the slot with pgoutput when it is missing, and stops with an error if the slot exists with another plugin (switch Debezium to plugin.name=pgoutput with a new slot first)")
@@ -344,6 +379,11 @@ func (tr *translator) connector() {
 	default:
 		tr.note("plugin.name", Unsupported, "%q is not supported; outboxrelay reads pgoutput slots only: switch Debezium to plugin.name=pgoutput first", plugin)
 	}
+}
+
+// slotAndPublication maps the slot, the publication and how it is
+// created; table names the outbox tables in notes.
+func (tr *translator) slotAndPublication(table string) {
 	slot, ok := tr.get("slot.name")
 	if !ok {
 		slot = "debezium"
@@ -360,7 +400,7 @@ func (tr *translator) connector() {
 		if mode != "filtered" {
 			tr.note("publication.autocreate.mode", Info, "a missing publication %s is created FOR TABLE %s WITH (publish = 'insert'), not FOR ALL TABLES; an existing one is used as it is", pub, table)
 		}
-		if len(patterns) > 0 {
+		if len(tr.t.TablePatterns()) > 0 {
 			// Debezium's all_tables publication holds a new table from its
 			// creation; one FOR TABLE gets it only when the relay adds it.
 			tr.note("publication.autocreate.mode", Warning, "with table patterns, a matching table created later is added to %s within seconds, and rows committed in it before that are reported, not relayed: create %s FOR ALL TABLES first, as Debezium's all_tables does, or add each new outbox table to it in the transaction that creates it", pub, pub)
@@ -373,11 +413,10 @@ func (tr *translator) connector() {
 	default:
 		tr.note("publication.autocreate.mode", Unsupported, "%q is not all_tables, filtered, disabled or no_tables", mode)
 	}
-	if v, ok := tr.get("status.update.interval.ms"); ok {
-		if d, ok := tr.millis("status.update.interval.ms", v); ok {
-			tr.set("cdc.status_interval", d)
-		}
-	}
+}
+
+// heartbeat maps heartbeat.interval.ms and heartbeat.action.query.
+func (tr *translator) heartbeat() {
 	beating := false
 	if v, ok := tr.get("heartbeat.interval.ms"); ok && v != "0" {
 		if d, ok := tr.millis("heartbeat.interval.ms", v); ok {
@@ -387,15 +426,11 @@ func (tr *translator) connector() {
 		}
 	}
 	tr.heartbeatQuery(beating)
-	for _, k := range []string{"topic.prefix", "database.server.name"} {
-		if v, ok := tr.get(k); ok {
-			tr.set("routing.schema_topic_prefix", v)
-			break
-		}
-	}
-	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
-		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
-	}
+}
+
+// snapshotMode maps snapshot.mode: outboxrelay snapshots only a slot it
+// creates.
+func (tr *translator) snapshotMode() {
 	mode, ok := tr.get("snapshot.mode")
 	if !ok {
 		mode = "initial" // Debezium's default
@@ -409,8 +444,6 @@ func (tr *translator) connector() {
 	default:
 		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
-	tr.contextHeaders()
-	tr.valueModes()
 }
 
 // contextHeaders maps extended.headers.enabled (CommonConnectorConfig,
