@@ -81,14 +81,15 @@ type prop struct {
 	value string // JSON
 }
 
-// props writes the properties in the order of everit's copy of the
-// HashMap JsonSchemaData put them in, in the order given.
+// props writes the unprocessed properties in the order of everit's copy
+// of the HashMap JsonSchemaData put them in, in the order given
+// (javahash.go).
 func (w *jsonSchemaWriter) props(ps []prop) {
 	keys := make([]string, len(ps))
 	for i, p := range ps {
 		keys[i] = p.key
 	}
-	for _, k := range javaHashOrder(keys) {
+	for _, k := range javaCopyOrder(keys) {
 		for _, p := range ps {
 			if p.key == k {
 				w.b = append(w.b, ',')
@@ -229,13 +230,13 @@ func schemaProps(s *Schema) []prop {
 	if len(s.Params) > 0 {
 		// connect.parameters is a HashMap of the parameters (those not
 		// under io.confluent.connect.json, which the router never sets),
-		// written as an object in its order.
+		// which org.json copies into a JSONObject to write it.
 		keys := make([]string, len(s.Params))
 		for i, p := range s.Params {
 			keys[i] = p.Key
 		}
 		obj := []byte{'{'}
-		for i, k := range javaHashOrder(keys) {
+		for i, k := range javaSizedOrder(keys) {
 			if i > 0 {
 				obj = append(obj, ',')
 			}
@@ -272,7 +273,8 @@ func (w *jsonSchemaWriter) common(s *Schema, ps []prop) error {
 }
 
 // properties writes a struct's fields as an object's "properties", in
-// the order of ObjectSchema's map of them; none when it has no fields.
+// the order of the HashMap ObjectSchema.Builder put them in, which the
+// ObjectSchema keeps; none when it has no fields.
 func (w *jsonSchemaWriter) properties(s *Schema) error {
 	if len(s.Fields) == 0 {
 		return nil
@@ -282,7 +284,7 @@ func (w *jsonSchemaWriter) properties(s *Schema) error {
 		names[i] = f.Name
 	}
 	w.b = append(w.b, `,"properties":{`...)
-	for i, name := range javaHashOrder(names) {
+	for i, name := range javaPutOrder(names) {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
