@@ -412,6 +412,9 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 			*m, err = r.router.Route(ctx, e)
 			m.Stages = e.Stages
 		}
+		if err == nil && m.Filtered {
+			continue
+		}
 		if err == nil {
 			switch {
 			case !suspect:

@@ -83,6 +83,9 @@ const (
 	ScopeConnector Scope = "PostgreSQL connector"
 	ScopeConnect   Scope = "Kafka Connect"
 	ScopeServer    Scope = "Debezium Server"
+	// ScopeTransform are Kafka Connect's transforms after the router, by
+	// their class in org.apache.kafka.connect.transforms.
+	ScopeTransform Scope = "Kafka Connect transforms after the router"
 )
 
 // Options is the compatibility catalogue; docs/debezium.md's table is made from
@@ -175,7 +178,7 @@ var Options = []Option{
 	{Name: "key.converter.schemas.enable, value.converter.schemas.enable", Scope: ScopeConnect, Default: "true", Status: Same, Text: "json (false) or json+schema (true)"},
 	{Name: "header.converter", Scope: ScopeConnect, Default: "SimpleHeaderConverter", Status: Same, Text: "`routing.header_format`: simple, json, json+schema"},
 	{Name: "value.converter.replace.null.with.default", Scope: ScopeConnect, Default: "true", Status: WithNote, Text: "true only", Report: Unsupported},
-	{Name: "transforms", Scope: ScopeConnect, Status: WithNote, Text: "exactly one io.debezium.transforms.outbox.EventRouter, optionally after io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent (see message.prefix.include.list); any other transform is refused"},
+	{Name: "transforms", Scope: ScopeConnect, Status: WithNote, Text: "exactly one io.debezium.transforms.outbox.EventRouter, optionally after io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent (see message.prefix.include.list), then any of Kafka Connect's transforms below (`routing.transforms`); any other transform, and any before the router, is refused"},
 	{Name: "producer.override.compression.type", Scope: ScopeConnect, Default: "none", Status: Same, Text: "`kafka.compression`"},
 	{Name: "producer.override.max.request.size", Scope: ScopeConnect, Default: "1048576", Status: Same, Text: "`kafka.max_record_bytes`"},
 	{Name: "producer.override.security.protocol, sasl.mechanism, sasl.jaas.config", Scope: ScopeConnect, Default: "PLAINTEXT", Status: WithNote, Text: "`kafka.tls.enabled`, `kafka.sasl.*`: SSL, SASL_SSL and SASL_PLAINTEXT with PLAIN or SCRAM-SHA-256/512 (username and password from a PlainLoginModule or ScramLoginModule JAAS line); GSSAPI and OAUTHBEARER are refused"},
@@ -185,6 +188,19 @@ var Options = []Option{
 	{Name: "errors.tolerance", Scope: ScopeConnect, Default: "none", Status: WithNote, Text: "all is not supported: a bad row stops the relay or goes to `kafka.dead_letter_topic`", Report: Warning},
 	{Name: "topic.creation.*", Scope: ScopeConnect, Status: WithNote, Text: "`kafka.topic_creation`: with topic.creation.default.partitions and .replication.factor set, each topic is created before its first record; other default.* keys are topic configs; topic.creation.groups with include/exclude patterns (RE2), the first match winning, unset settings from the default group"},
 	{Name: "config.providers ${file:...}, ${directory:...}, ${env:...}", Scope: ScopeConnect, Status: WithNote, Text: "resolved as Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider would; other providers are refused by name"},
+
+	// Kafka Connect's transforms after the router (transforms_*.go).
+	{Name: "RegexRouter: regex, replacement", Scope: ScopeTransform, Status: WithNote, Text: "a topic the regex matches whole becomes its replaceFirst; RE2 syntax (lookaround and backreferences refused), Java's replacement syntax"},
+	{Name: "TimestampRouter: topic.format, timestamp.format", Scope: ScopeTransform, Default: "${topic}-${timestamp}, yyyyMMdd", Status: WithNote, Text: "the record timestamp (the commit time, or the timestamp column) in UTC, SimpleDateFormat's letters and English names; w, W and Y (the locale's weeks) are refused"},
+	{Name: "InsertHeader: header, value.literal", Scope: ScopeTransform, Status: WithNote, Text: "added last, typed as Values.parseString types it: null, boolean, INT8 to INT64, FLOAT32/FLOAT64, text; a literal it would read as an array, map, date, time or decimal is refused"},
+	{Name: "DropHeaders: headers", Scope: ScopeTransform, Status: Same, Text: "every header of a listed name"},
+	{Name: "HeaderFrom$Key, HeaderFrom$Value: fields, headers, operation, replace.null.with.default", Scope: ScopeTransform, Default: "replace.null.with.default true", Status: WithNote, Text: "move or copy struct fields to headers (added last, each with its field's schema); needs a struct: envelope fields or an expanded payload for $Value, a ValueToKey before it for $Key"},
+	{Name: "InsertField$Key, InsertField$Value: topic.field, partition.field, timestamp.field, static.field, static.value, replace.null.with.default", Scope: ScopeTransform, Status: WithNote, Text: "fields after the struct's own (optional, or required with a ! suffix); partition only with a partition placement, as the record has none otherwise; offset.field is refused (sink records only, it fails every source record); a struct as for HeaderFrom"},
+	{Name: "ReplaceField$Key, ReplaceField$Value: exclude, include, renames, replace.null.with.default", Scope: ScopeTransform, Status: Same, Text: "exclude wins over include, renames from:to; a struct as for HeaderFrom; blacklist and whitelist (removed in Kafka 4.0) are refused"},
+	{Name: "ValueToKey: fields, replace.null.with.default", Scope: ScopeTransform, Status: WithNote, Text: "the key becomes an unnamed struct of the value's fields, and is partitioned by as any key; needs envelope fields or an expanded payload; a tombstone fails, as in Kafka Connect"},
+	{Name: "Filter", Scope: ScopeTransform, Status: WithNote, Text: "drops the record its predicate selects: no record is written and the event counts as published"},
+	{Name: "predicate, negate (on any of these)", Scope: ScopeTransform, Status: Same, Text: "`routing.predicates`: TopicNameMatches (pattern, RE2 syntax, matched against the whole topic), HasHeaderKey (name), RecordIsTombstone (a null value, with or without a schema); other predicates are refused"},
+	{Name: "transforms.<name>.* (others)", Scope: ScopeTransform, Status: No, Text: "any other transform or option is refused, naming it; so are ones Kafka Connect's would fail on every record with (a struct transform on a value that is the payload column)", Report: Unsupported},
 
 	// Debezium Server.
 	{Name: "debezium.source.*", Scope: ScopeServer, Status: Same, Text: "the connector options above"},
@@ -220,6 +236,8 @@ func shortScope(s Scope) string {
 		return "connector"
 	case ScopeConnect:
 		return "Connect"
+	case ScopeTransform:
+		return "transform"
 	}
 	return "Server"
 }

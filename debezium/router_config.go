@@ -119,6 +119,12 @@ type RouterConfig struct {
 	// Registry is the Schema Registry of a KeyFormat or ValueFormat that
 	// needs one (avro, json_sr, protobuf); required with them.
 	Registry RegistryConfig
+
+	// Transforms are Kafka Connect's transforms applied, in order, to the
+	// record the router makes, before its key, value and headers are
+	// converted; Predicates are the predicates they name. Default none.
+	Transforms []Transform
+	Predicates []Predicate
 }
 
 // Placement is where an additional field goes.
@@ -217,6 +223,8 @@ type compiled struct {
 	// tables are the outbox tables, schema.table; the first is the one
 	// of an event that does not name its table.
 	tables []string
+	// chain are the transforms.
+	chain chain
 }
 
 // compile validates c and makes what routing needs of it; its error
@@ -241,6 +249,13 @@ func (c *RouterConfig) compile() (*compiled, error) {
 		errs = append(errs, c.validateRegistry(out)...)
 	}
 	errs = append(errs, c.validateModes()...)
+	if len(c.Transforms) > 0 || len(c.Predicates) > 0 {
+		var err error
+		raw := rawParts{key: c.KeyFormat == FormatRaw, value: c.ValueFormat == FormatRaw, headers: c.HeaderFormat == FormatRaw}
+		if out.chain, err = compileChain(c.Transforms, c.Predicates, raw, out.envelope || c.ExpandJSONPayload); err != nil {
+			errs = append(errs, fmt.Errorf("routing.transforms: %w", err))
+		}
+	}
 	if c.ContextHeaders && c.SchemaTopicPrefix == "" {
 		errs = append(errs, errors.New("routing.context_headers: the connectorLogicalName header is the connector's topic.prefix; set routing.schema_topic_prefix"))
 	}

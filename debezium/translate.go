@@ -187,6 +187,10 @@ type translator struct {
 	// decode is the DecodeLogicalDecodingMessageContent transform's name
 	// when it comes before the router (translate_messages.go).
 	decode string
+	// chain are the transforms after the router, and preds the
+	// predicates they name (translate_transforms.go).
+	chain []Transform
+	preds []Predicate
 }
 
 // Translate maps a Debezium configuration to outboxrelay's. Options

@@ -23,8 +23,7 @@ func (tr *translator) transforms() {
 			continue
 		}
 		if typ != eventRouterClass {
-			tr.note("transforms."+name, Unsupported, "transform %q (%s) is not supported: outboxrelay applies only the Outbox Event Router (%s), whose records it reproduces", name, typ, eventRouterClass)
-			tr.markPrefix("transforms." + name + ".")
+			tr.otherTransform(name, typ)
 			continue
 		}
 		if tr.router != "" {
@@ -40,6 +39,7 @@ func (tr *translator) transforms() {
 	}
 	tr.routerPfx = "transforms." + tr.router + "."
 	tr.routerOptions()
+	tr.chainSettings()
 }
 
 // additionalMissing maps what to do with an additional column a row lacks:
