@@ -333,6 +333,7 @@ func (tr *translator) connector() {
 		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
 	}
 	tr.snapshotMode()
+	tr.versionedOptions()
 	tr.contextHeaders()
 	tr.valueModes()
 }
@@ -439,12 +440,18 @@ func (tr *translator) snapshotMode() {
 	if !ok {
 		mode = "initial" // Debezium's default
 	}
-	switch mode {
+	// Debezium's EnumeratedValue.parse trims and ignores case.
+	switch mode = strings.ToLower(strings.TrimSpace(mode)); mode {
 	case "initial", "when_needed":
 		tr.set("cdc.snapshot", "initial")
 		tr.note("snapshot.mode", Info, "%s: cdc.snapshot initial: when outboxrelay creates the slot, it first publishes the rows already in the table, from the slot's exported snapshot; an existing slot (taken over from Debezium) is streamed from its confirmed position without a snapshot", mode)
-	case "never", "no_data":
+	case "no_data":
 		tr.set("cdc.snapshot", "never")
+	case "never":
+		tr.set("cdc.snapshot", "never")
+		tr.note("snapshot.mode", Info, "never: removed in Debezium 3.3, which refuses it (no_data replaced it in 2.6); read as no_data: cdc.snapshot never")
+	case "when_needed_no_data":
+		tr.note("snapshot.mode", Unsupported, "when_needed_no_data is a mode of Debezium's SQL Server connector (3.6 and later), which its PostgreSQL connector refuses")
 	default:
 		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
