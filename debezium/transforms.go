@@ -397,10 +397,14 @@ func compilePredicate(p Predicate) (predicateFunc, error) {
 // Kafka Connect ignores it, but it is most likely a typo or an option of
 // a version outboxrelay does not follow.
 func checkOptions(m map[string]string, known []string) error {
+	reads := "it has none"
+	if len(known) > 0 {
+		reads = strings.Join(known, ", ")
+	}
 	var errs []error
 	for _, k := range sortedKeys(m) {
 		if !slices.Contains(known, k) {
-			errs = append(errs, fmt.Errorf("option %s is not one outboxrelay reads (%s)", k, strings.Join(append([]string{"none"}, known...)[min(1, len(known)):], ", ")))
+			errs = append(errs, fmt.Errorf("option %s is not one outboxrelay reads (%s)", k, reads))
 		}
 	}
 	return errors.Join(errs...)

@@ -142,6 +142,9 @@ func compileHasHeaderKey(o transformOptions) (predicateFunc, error) {
 // (record.value() == null), whatever its schema.
 func compileRecordIsTombstone(transformOptions) (predicateFunc, error) {
 	return func(rec *connectRecord) bool {
-		return !rec.value.isRaw && rec.value.value == nil || rec.value.isRaw && rec.value.raw == nil
+		if rec.value.isRaw {
+			return rec.value.raw == nil
+		}
+		return rec.value.value == nil
 	}, nil
 }
