@@ -177,6 +177,18 @@ func TestTransforms(t *testing.T) {
 		{name: "a predicate on another transform", ts: []Transform{{Name: "r", Type: "RegexRouter", Predicate: "h", Options: opts("regex", ".*", "replacement", "with-id")}},
 			ps:   []Predicate{{Name: "h", Type: "HasHeaderKey", Options: opts("name", "id")}},
 			want: with(func(r *trRouted) { r.topic = "with-id" })},
+		// The $Key variants work on the struct a ValueToKey made: InsertField
+		// and ReplaceField rebuild it by copySchemaBasics (unnamed, so
+		// still unnamed), HeaderFrom copies a field of it.
+		{name: "the $Key transforms after ValueToKey", ts: []Transform{
+			{Name: "key", Type: "ValueToKey", Options: opts("fields", "eventType")},
+			{Name: "ins", Type: "InsertField$Key", Options: opts("static.field", "src", "static.value", "x")},
+			{Name: "ren", Type: "ReplaceField$Key", Options: opts("renames", "eventType:type")},
+			{Name: "hdr", Type: "HeaderFrom$Key", Options: opts("fields", "type", "headers", "t", "operation", "copy")}},
+			want: with(func(r *trRouted) {
+				r.key = `{"schema":{"type":"struct","fields":[{"type":"string","optional":true,"field":"type"},{"type":"string","optional":true,"field":"src"}],"optional":false},"payload":{"type":"OrderCreated","src":"x"}}`
+				r.headers = append(r.headers, "t=OrderCreated")
+			})},
 		// A chain of three, each seeing what the one before made:
 		// ValueToKey takes eventType into the key, ReplaceField then
 		// drops it from the value, and RegexRouter renames the topic.
