@@ -28,6 +28,11 @@ func (r *Runner) publish(ctx context.Context, t *tracker, b Batch, tx *txnState)
 			*m, err = r.router.Route(ctx, e)
 			m.Stages = e.Stages
 		}
+		if err == nil && m.Filtered {
+			// A Filter transform dropped it: published, as Kafka
+			// Connect counts a record a transform drops.
+			continue
+		}
 		if err == nil {
 			switch {
 			case !suspect:

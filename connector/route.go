@@ -34,6 +34,10 @@ type Message struct {
 	// partition the topic does not have makes the message an
 	// [*EventError].
 	Partition *int32
+	// Filtered says the router chose to write no record for the event, as
+	// Kafka Connect's Filter transform drops one: the runner sends
+	// nothing and counts the event as published.
+	Filtered bool
 }
 
 // Router turns an event into the Kafka message for it. Route is called from

@@ -1411,3 +1411,33 @@ func TestRunnerNullKeys(t *testing.T) {
 type routerFunc func(ctx context.Context, e *Event) (Message, error)
 
 func (f routerFunc) Route(ctx context.Context, e *Event) (Message, error) { return f(ctx, e) }
+
+// TestRunnerFiltered: a message the router marks Filtered (a Kafka Connect
+// Filter dropped the record) is not sent, and its batch is done as soon as
+// the events around it are in Kafka, so the source moves past it; a batch
+// of filtered events only is done without any send.
+func TestRunnerFiltered(t *testing.T) {
+	router := routerFunc(func(ctx context.Context, e *Event) (Message, error) {
+		msg, err := NewRouting(Routing{}).Route(ctx, e)
+		msg.Filtered = strings.HasPrefix(e.ID, "drop")
+		return msg, err
+	})
+	k := newBroker()
+	o := newOutcomes()
+	var mu sync.Mutex
+	runs := 0
+	src := script(&runs, &mu, func() []Batch {
+		return []Batch{batch(o.done("a"), "ok1", "drop1", "ok2"), batch(o.done("b"), "drop2", "drop3"), batch(o.done("c"), "ok3")}
+	})
+	run := start(t, src, k.sink(), RunnerConfig{}, WithRouter(router))
+	o.wait(t, 3)
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := k.publishedOn(ownTopic); !slices.Equal(got, []string{"ok1", "ok2", "ok3"}) {
+		t.Fatalf("published %v; want [ok1 ok2 ok3]", got)
+	}
+	if got := o.list(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("Done calls %v; want [a b c], in order and without errors", got)
+	}
+}

@@ -155,124 +155,19 @@ func avroType(t Type) (name, connectType string) {
 // base writes the schema without its optionality: a primitive, an array
 // or a record, with the connect.* properties.
 func (w *avroWriter) base(s *Schema) error {
-	props := func() error {
-		if s.Doc != "" {
-			w.b = append(w.b, `,"connect.doc":`...)
-			w.str(s.Doc)
-		}
-		if s.Version != 0 {
-			w.b = append(w.b, `,"connect.version":`...)
-			w.b = strconv.AppendInt(w.b, int64(s.Version), 10)
-		}
-		if len(s.Params) > 0 {
-			w.b = append(w.b, `,"connect.parameters":{`...)
-			for i, p := range s.Params {
-				if i > 0 {
-					w.b = append(w.b, ',')
-				}
-				w.str(p.Key)
-				w.b = append(w.b, ':')
-				w.str(p.Value)
-			}
-			w.b = append(w.b, '}')
-		}
-		if s.Default != nil {
-			w.b = append(w.b, `,"connect.default":`...)
-			if err := w.defaultValue(s, s.Default); err != nil {
-				return err
-			}
-		}
-		if s.Name != "" {
-			w.b = append(w.b, `,"connect.name":`...)
-			w.str(s.Name)
-		}
-		if _, ct := avroType(s.Type); ct != "" {
-			w.b = append(w.b, `,"connect.type":`...)
-			w.str(ct)
-		}
-		// Connect's logical types, by name: LogicalTypes...addToSchema
-		// adds logicalType after the connect.* properties.
-		if lt := avroLogicalTypes[s.Name]; lt != "" {
-			w.b = append(w.b, `,"logicalType":`...)
-			w.str(lt)
-		}
-		return nil
-	}
 	switch s.Type {
 	case TypeArray:
 		w.b = append(w.b, `{"type":"array","items":`...)
 		if err := w.schema(s.Items, false); err != nil {
 			return err
 		}
-		if err := props(); err != nil {
+		if err := w.props(s); err != nil {
 			return err
 		}
 		w.b = append(w.b, '}')
 		return nil
 	case TypeStruct:
-		space, name := avroSplitName(s.Name)
-		full := avroFullName(s)
-		if w.defined[full] {
-			// A struct of a name written before (two VariableScaleDecimal
-			// columns): fromConnectSchemaWithCycle reuses the record of
-			// that name (cycleReferences), and Schema.toString writes it
-			// again as a reference, its name qualified unless its
-			// namespace is the enclosing one (writeNameRef).
-			if space != nil && w.space != nil && *space == *w.space {
-				w.str(name)
-			} else {
-				w.str(full)
-			}
-			return nil
-		}
-		if w.defined == nil {
-			w.defined = map[string]bool{}
-		}
-		w.defined[full] = true
-		w.b = append(w.b, `{"type":"record","name":`...)
-		w.str(name)
-		// Schema.Name.writeName: the namespace only where it differs from
-		// the enclosing one; a null one inside a non-null one is "".
-		switch {
-		case space != nil && (w.space == nil || *space != *w.space):
-			w.b = append(w.b, `,"namespace":`...)
-			w.str(*space)
-		case space == nil && w.space != nil:
-			w.b = append(w.b, `,"namespace":""`...)
-		}
-		saved := w.space
-		w.space = space
-		w.b = append(w.b, `,"fields":[`...)
-		for i, f := range s.Fields {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = append(w.b, `{"name":`...)
-			w.str(f.Name)
-			w.b = append(w.b, `,"type":`...)
-			if err := w.schema(f.Schema, false); err != nil {
-				return err
-			}
-			// addAvroRecordField: the field's default is its schema's
-			// default, else null when the schema is optional.
-			switch {
-			case f.Schema.Default != nil:
-				w.b = append(w.b, `,"default":`...)
-				if err := w.defaultValue(f.Schema, f.Schema.Default); err != nil {
-					return err
-				}
-			case f.Schema.Optional:
-				w.b = append(w.b, `,"default":null`...)
-			}
-			w.b = append(w.b, '}')
-		}
-		w.b = append(w.b, ']')
-		w.space = saved
-		if err := props(); err != nil {
-			return err
-		}
-		w.b = append(w.b, '}')
-		return nil
+		return w.record(s)
 	}
 	name, ct := avroType(s.Type)
 	if name == "" {
@@ -293,8 +188,130 @@ func (w *avroWriter) base(s *Schema) error {
 		w.b = append(w.b, `,"precision":`...)
 		w.b = append(w.b, precision...)
 	}
-	if err := props(); err != nil {
+	if err := w.props(s); err != nil {
 		return err
+	}
+	w.b = append(w.b, '}')
+	return nil
+}
+
+// props writes the connect.* properties of s, and the logicalType of
+// Connect's logical types.
+func (w *avroWriter) props(s *Schema) error {
+	if s.Doc != "" {
+		w.b = append(w.b, `,"connect.doc":`...)
+		w.str(s.Doc)
+	}
+	if s.Version != 0 {
+		w.b = append(w.b, `,"connect.version":`...)
+		w.b = strconv.AppendInt(w.b, int64(s.Version), 10)
+	}
+	if len(s.Params) > 0 {
+		w.b = append(w.b, `,"connect.parameters":{`...)
+		for i, p := range s.Params {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.str(p.Key)
+			w.b = append(w.b, ':')
+			w.str(p.Value)
+		}
+		w.b = append(w.b, '}')
+	}
+	if s.Default != nil {
+		w.b = append(w.b, `,"connect.default":`...)
+		if err := w.defaultValue(s, s.Default); err != nil {
+			return err
+		}
+	}
+	if s.Name != "" {
+		w.b = append(w.b, `,"connect.name":`...)
+		w.str(s.Name)
+	}
+	if _, ct := avroType(s.Type); ct != "" {
+		w.b = append(w.b, `,"connect.type":`...)
+		w.str(ct)
+	}
+	// Connect's logical types, by name: LogicalTypes...addToSchema
+	// adds logicalType after the connect.* properties.
+	if lt := avroLogicalTypes[s.Name]; lt != "" {
+		w.b = append(w.b, `,"logicalType":`...)
+		w.str(lt)
+	}
+	return nil
+}
+
+// record writes a struct as an Avro record, or as a reference to the
+// record of its name written before.
+func (w *avroWriter) record(s *Schema) error {
+	space, name := avroSplitName(s.Name)
+	full := avroFullName(s)
+	if w.defined[full] {
+		// A struct of a name written before (two VariableScaleDecimal
+		// columns): fromConnectSchemaWithCycle reuses the record of
+		// that name (cycleReferences), and Schema.toString writes it
+		// again as a reference, its name qualified unless its
+		// namespace is the enclosing one (writeNameRef).
+		if space != nil && w.space != nil && *space == *w.space {
+			w.str(name)
+		} else {
+			w.str(full)
+		}
+		return nil
+	}
+	if w.defined == nil {
+		w.defined = map[string]bool{}
+	}
+	w.defined[full] = true
+	w.b = append(w.b, `{"type":"record","name":`...)
+	w.str(name)
+	// Schema.Name.writeName: the namespace only where it differs from
+	// the enclosing one; a null one inside a non-null one is "".
+	switch {
+	case space != nil && (w.space == nil || *space != *w.space):
+		w.b = append(w.b, `,"namespace":`...)
+		w.str(*space)
+	case space == nil && w.space != nil:
+		w.b = append(w.b, `,"namespace":""`...)
+	}
+	saved := w.space
+	w.space = space
+	w.b = append(w.b, `,"fields":[`...)
+	for i, f := range s.Fields {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		if err := w.field(f); err != nil {
+			return err
+		}
+	}
+	w.b = append(w.b, ']')
+	w.space = saved
+	if err := w.props(s); err != nil {
+		return err
+	}
+	w.b = append(w.b, '}')
+	return nil
+}
+
+// field writes one field of a record.
+func (w *avroWriter) field(f Field) error {
+	w.b = append(w.b, `{"name":`...)
+	w.str(f.Name)
+	w.b = append(w.b, `,"type":`...)
+	if err := w.schema(f.Schema, false); err != nil {
+		return err
+	}
+	// addAvroRecordField: the field's default is its schema's
+	// default, else null when the schema is optional.
+	switch {
+	case f.Schema.Default != nil:
+		w.b = append(w.b, `,"default":`...)
+		if err := w.defaultValue(f.Schema, f.Schema.Default); err != nil {
+			return err
+		}
+	case f.Schema.Optional:
+		w.b = append(w.b, `,"default":null`...)
 	}
 	w.b = append(w.b, '}')
 	return nil

@@ -21,7 +21,7 @@ import (
 //     constructor without a task id, which passes "0";
 //   - connectorName: getConnectorPluginName, PostgresConnectorConfig.
 //     getConnectorName, Module.name(), "postgresql";
-//   - runId (Debezium 3.4 and later, DBZ-9541): a UUID made once per task
+//   - runId (Debezium 3.4 and later): a UUID made once per task
 //     start by UUIDUtils.generateNewUUID, a version 7 UUID.
 const contextHeaderPrefix = "__debezium.context."
 

@@ -21,7 +21,10 @@
 // column as Debezium's connector does, from the outbox table's catalog,
 // since the schemas JsonConverter writes depend on it; a [Catalog] beneath
 // the router reads it, and Route does no other I/O than the catalog and
-// registry reads, both bounded by the caller's context. [Options] lists
+// registry reads, both bounded by the caller's context. Kafka Connect's
+// transforms chained after the router ([Transform], [Predicate]) are
+// applied to the record it makes before the converters write it, as a
+// Connect worker applies them. [Options] lists
 // every option that matters to a migration with its status; the compatibility
 // table of docs/debezium.md is made from it.
 package debezium

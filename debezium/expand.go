@@ -319,8 +319,8 @@ func (x expander) arrayItems(key *string, n *jnode) (*Schema, error) {
 		// Debezium merges the distinct element schemas in the order of a
 		// Java HashSet; here they merge in order of first appearance,
 		// which is the same whenever the objects share their fields.
-		// Merging a schema again changes nothing, so repeats need not be
-		// found first (comparing each with every other was quadratic).
+		// Merging a schema again changes nothing, so repeats are not
+		// looked for first, which would cost the square of the items.
 		var m schemaMerger
 		for _, e := range n.items {
 			if e.kind != jObject {

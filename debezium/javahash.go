@@ -3,15 +3,29 @@ package debezium
 import "unicode/utf16"
 
 // JsonSchemaData hands its properties and a struct's fields to everit's
-// schema builders in java.util.HashMaps, and everit copies each into a new
-// HashMap (Schema's unprocessedProperties, ObjectSchema.copyMap), whose
-// iteration order is the order the schema text is written in. javaHashMap
-// reproduces that order: OpenJDK's HashMap (java.util.HashMap, JDK 19 and
-// later, which Debezium's and Confluent's current images run: Java 21)
-// with string keys. One case it does not follow: a bucket of more than
-// eight keys in a table of 64 or more, which Java turns into a red-black
-// tree whose order depends on the tree; with a load factor of 0.75 that
-// needs nine field names of one struct to share a bucket.
+// schema builders in java.util.HashMaps, whose iteration order is the
+// order the schema text is written in. javaHashMap reproduces that order:
+// OpenJDK's HashMap (java.util.HashMap, JDK 19 and later, which
+// Debezium's and Confluent's current images run: Java 21) with string
+// keys. Three maps matter, each made its own way (everit-json-schema
+// 1.14.6, the version Confluent's schema-registry pins, and org.json
+// 20250107, the version everit depends on):
+//   - an object's properties: ObjectSchema.Builder.addPropertySchema puts
+//     each field into the builder's new HashMap<>(), which the ObjectSchema
+//     constructor wraps without copying ([javaPutOrder]);
+//   - the unprocessed properties (connect.type, connect.version,
+//     connect.parameters, connect.index): JsonSchemaData puts them into a
+//     new HashMap<>(), which Schema's constructor copies with
+//     new HashMap<>(map) ([javaCopyOrder]);
+//   - connect.parameters' members: Collectors.toMap puts them into a new
+//     HashMap<>(), and ToStringVisitor's JSONWriter writes that Map through
+//     new JSONObject(map), which puts them into new HashMap<>(map.size())
+//     ([javaSizedOrder]).
+//
+// One case it does not follow: a bucket of more than eight keys in a
+// table of 64 or more, which Java turns into a red-black tree whose order
+// depends on the tree; with a load factor of 0.75 that needs nine field
+// names of one struct to share a bucket.
 
 // javaStringHash is String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over
 // the UTF-16 code units, in 32-bit arithmetic.
@@ -139,12 +153,36 @@ func (m *javaHashMap) keys() []string {
 	return out
 }
 
-// javaHashOrder is the iteration order of keys, put in this order into a
-// new HashMap<>() that everit then copies with new HashMap<>(it).
-func javaHashOrder(keys []string) []string {
+// newSizedJavaHashMap is new HashMap<>(n): its first table holds
+// tableSizeFor(n) buckets.
+func newSizedJavaHashMap(n int) *javaHashMap {
+	return &javaHashMap{threshold: javaTableSizeFor(n)}
+}
+
+// javaPutOrder is the iteration order of keys put in this order into a
+// new HashMap<>().
+func javaPutOrder(keys []string) []string {
 	m := newJavaHashMap()
 	for _, k := range keys {
 		m.put(k)
 	}
-	return copyJavaHashMap(m.keys()).keys()
+	return m.keys()
+}
+
+// javaCopyOrder is the iteration order of keys put in this order into a
+// new HashMap<>() that is then copied with new HashMap<>(it).
+func javaCopyOrder(keys []string) []string {
+	return copyJavaHashMap(javaPutOrder(keys)).keys()
+}
+
+// javaSizedOrder is the iteration order of keys put in this order into a
+// new HashMap<>(), whose entries are then put, in its order, into a new
+// HashMap<>(its size).
+func javaSizedOrder(keys []string) []string {
+	ordered := javaPutOrder(keys)
+	m := newSizedJavaHashMap(len(ordered))
+	for _, k := range ordered {
+		m.put(k)
+	}
+	return m.keys()
 }

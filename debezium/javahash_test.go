@@ -22,7 +22,7 @@ func TestJavaHashOrder(t *testing.T) {
 		{"payload,eventType", "payload,eventType"},
 		{"id,name,address,tags,seq,zip,city,street,a,b,c,d,e,f,g,h,i,j,k,l,m,n,o", "zip,a,b,address,c,d,city,e,f,g,h,i,j,k,l,m,n,tags,o,street,name,id,seq"},
 	} {
-		got := javaHashOrder(strings.Split(tc.keys, ","))
+		got := javaCopyOrder(strings.Split(tc.keys, ","))
 		if !slices.Equal(got, strings.Split(tc.want, ",")) {
 			t.Errorf("%s: got %v, want %s", tc.keys, got, tc.want)
 		}

@@ -81,14 +81,15 @@ type prop struct {
 	value string // JSON
 }
 
-// props writes the properties in the order of everit's copy of the
-// HashMap JsonSchemaData put them in, in the order given.
+// props writes the unprocessed properties in the order of everit's copy
+// of the HashMap JsonSchemaData put them in, in the order given
+// (javahash.go).
 func (w *jsonSchemaWriter) props(ps []prop) {
 	keys := make([]string, len(ps))
 	for i, p := range ps {
 		keys[i] = p.key
 	}
-	for _, k := range javaHashOrder(keys) {
+	for _, k := range javaCopyOrder(keys) {
 		for _, p := range ps {
 			if p.key == k {
 				w.b = append(w.b, ',')
@@ -165,85 +166,21 @@ func (w *jsonSchemaWriter) schema(s *Schema, index int) error {
 // properties of a struct or the items of an array. extra are the
 // properties beside the schema's own (connect.index).
 func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
-	var ps []prop
-	_, ct := jsonConnectType(s.Type)
-	if ct != "" {
-		ps = append(ps, prop{"connect.type", strconv.Quote(ct)})
-	}
-	if s.Version != 0 {
-		ps = append(ps, prop{"connect.version", strconv.Itoa(s.Version)})
-	}
-	if len(s.Params) > 0 {
-		// connect.parameters is a HashMap of the parameters (those not
-		// under io.confluent.connect.json, which the router never sets),
-		// written as an object in its order.
-		keys := make([]string, len(s.Params))
-		for i, p := range s.Params {
-			keys[i] = p.Key
-		}
-		obj := []byte{'{'}
-		for i, k := range javaHashOrder(keys) {
-			if i > 0 {
-				obj = append(obj, ',')
-			}
-			obj = appendJacksonString(obj, k)
-			obj = append(obj, ':')
-			obj = appendJacksonString(obj, s.param(k))
-		}
-		ps = append(ps, prop{"connect.parameters", string(append(obj, '}'))})
-	}
-	ps = append(ps, extra...)
-	// visitSchema: title (the Connect name), description (its doc),
-	// default, then the unprocessed properties, each after a comma.
-	common := func() error {
-		if s.Name != "" {
-			w.b = append(w.b, `,"title":`...)
-			w.b = appendJacksonString(w.b, s.Name)
-		}
-		if s.Doc != "" {
-			w.b = append(w.b, `,"description":`...)
-			w.b = appendJacksonString(w.b, s.Doc)
-		}
-		if s.Default != nil {
-			w.b = append(w.b, `,"default":`...)
-			var err error
-			if w.b, err = appendJSONSchemaDefault(w.b, s.Default); err != nil {
-				return err
-			}
-		}
-		w.props(ps)
-		return nil
-	}
+	ps := append(schemaProps(s), extra...)
 	switch s.Type {
 	case TypeStruct:
 		w.b = append(w.b, `{"type":"object"`...)
-		if err := common(); err != nil {
+		if err := w.common(s, ps); err != nil {
 			return err
 		}
-		if len(s.Fields) > 0 {
-			names := make([]string, len(s.Fields))
-			for i, f := range s.Fields {
-				names[i] = f.Name
-			}
-			w.b = append(w.b, `,"properties":{`...)
-			for i, name := range javaHashOrder(names) {
-				if i > 0 {
-					w.b = append(w.b, ',')
-				}
-				fi := s.field(name)
-				w.b = appendJacksonString(w.b, name)
-				w.b = append(w.b, ':')
-				if err := w.schema(s.Fields[fi].Schema, fi); err != nil {
-					return fmt.Errorf("field %q: %w", name, err)
-				}
-			}
-			w.b = append(w.b, '}')
+		if err := w.properties(s); err != nil {
+			return err
 		}
 		w.b = append(w.b, '}')
 		return nil
 	case TypeArray:
 		w.b = append(w.b, `{"type":"array"`...)
-		if err := common(); err != nil {
+		if err := w.common(s, ps); err != nil {
 			return err
 		}
 		w.b = append(w.b, `,"items":`...)
@@ -256,7 +193,7 @@ func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
 		// visitBooleanSchema writes visitSchema's part first, "type" last.
 		w.b = append(w.b, '{')
 		mark := len(w.b)
-		if err := common(); err != nil {
+		if err := w.common(s, ps); err != nil {
 			return err
 		}
 		if len(w.b) > mark {
@@ -272,8 +209,91 @@ func (w *jsonSchemaWriter) base(s *Schema, extra []prop) error {
 	}
 	w.b = append(w.b, `{"type":`...)
 	w.b = strconv.AppendQuote(w.b, jt)
-	if err := common(); err != nil {
+	if err := w.common(s, ps); err != nil {
 		return err
+	}
+	w.b = append(w.b, '}')
+	return nil
+}
+
+// schemaProps are the unprocessed properties JsonSchemaData gives s:
+// connect.type, connect.version and connect.parameters.
+func schemaProps(s *Schema) []prop {
+	var ps []prop
+	_, ct := jsonConnectType(s.Type)
+	if ct != "" {
+		ps = append(ps, prop{"connect.type", strconv.Quote(ct)})
+	}
+	if s.Version != 0 {
+		ps = append(ps, prop{"connect.version", strconv.Itoa(s.Version)})
+	}
+	if len(s.Params) > 0 {
+		// connect.parameters is a HashMap of the parameters (those not
+		// under io.confluent.connect.json, which the router never sets),
+		// which org.json copies into a JSONObject to write it.
+		keys := make([]string, len(s.Params))
+		for i, p := range s.Params {
+			keys[i] = p.Key
+		}
+		obj := []byte{'{'}
+		for i, k := range javaSizedOrder(keys) {
+			if i > 0 {
+				obj = append(obj, ',')
+			}
+			obj = appendJacksonString(obj, k)
+			obj = append(obj, ':')
+			obj = appendJacksonString(obj, s.param(k))
+		}
+		ps = append(ps, prop{"connect.parameters", string(append(obj, '}'))})
+	}
+	return ps
+}
+
+// common writes visitSchema's part: title (the Connect name), description
+// (its doc), default, then the unprocessed properties ps, each after a
+// comma.
+func (w *jsonSchemaWriter) common(s *Schema, ps []prop) error {
+	if s.Name != "" {
+		w.b = append(w.b, `,"title":`...)
+		w.b = appendJacksonString(w.b, s.Name)
+	}
+	if s.Doc != "" {
+		w.b = append(w.b, `,"description":`...)
+		w.b = appendJacksonString(w.b, s.Doc)
+	}
+	if s.Default != nil {
+		w.b = append(w.b, `,"default":`...)
+		var err error
+		if w.b, err = appendJSONSchemaDefault(w.b, s.Default); err != nil {
+			return err
+		}
+	}
+	w.props(ps)
+	return nil
+}
+
+// properties writes a struct's fields as an object's "properties", in
+// the order of the HashMap ObjectSchema.Builder put them in, which the
+// ObjectSchema keeps; none when it has no fields.
+func (w *jsonSchemaWriter) properties(s *Schema) error {
+	if len(s.Fields) == 0 {
+		return nil
+	}
+	names := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		names[i] = f.Name
+	}
+	w.b = append(w.b, `,"properties":{`...)
+	for i, name := range javaPutOrder(names) {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		fi := s.field(name)
+		w.b = appendJacksonString(w.b, name)
+		w.b = append(w.b, ':')
+		if err := w.schema(s.Fields[fi].Schema, fi); err != nil {
+			return fmt.Errorf("field %q: %w", name, err)
+		}
 	}
 	w.b = append(w.b, '}')
 	return nil

@@ -54,9 +54,18 @@ var (
 //     unprocessed properties), then "properties" or "items"; a
 //     BooleanSchema writes visitSchema first and "type" last; a
 //     CombinedSchema its own properties, then "oneOf".
-//   - The unprocessed properties and an object's properties are in
-//     HashMap order (JsonSchemaData's new HashMap, copied by everit's
-//     Schema and ObjectSchema.copyMap constructors): javahash_test.go.
+//   - An object's properties are in the order of the HashMap
+//     ObjectSchema.Builder.addPropertySchema puts them in, which the
+//     ObjectSchema constructor keeps uncopied (everit-json-schema 1.14.6,
+//     core/src/main/java/org/everit/json/schema/ObjectSchema.java, the
+//     version confluentinc/schema-registry's pom.xml pins as
+//     json-schema.version); the unprocessed properties in the order of
+//     JsonSchemaData's HashMap as Schema's constructor copies it
+//     (new HashMap<>(builder.unprocessedProperties), Schema.java);
+//     connect.parameters' members as org.json's JSONObject(Map) copies
+//     the Collectors.toMap HashMap to write it (JSONWriter.valueToString,
+//     JSONObject.java at 20250107): javahash.go, checked against the JDK
+//     by javahash_jdk_test.go.
 //   - Jackson writes a float default read as a BigDecimal (1.5), an
 //     integer as written (5).
 func TestJSONSchemaFromConnect(t *testing.T) {
@@ -78,11 +87,22 @@ func TestJSONSchemaFromConnect(t *testing.T) {
 			`"ratio":{"type":"number","default":1.5,"connect.index":7,"connect.type":"float64"}}}`},
 		{"expanded payload", convExpanded, `{"oneOf":[{"type":"null"},{"type":"object","title":"payload","properties":{` +
 			`"lines":{"connect.index":2,"oneOf":[{"type":"null"},{"type":"array","items":{"oneOf":[{"type":"null"},{"type":"object","title":"payload.lines","properties":{` +
-			`"sku":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string"}]},` +
-			`"qty":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"integer","connect.type":"int32"}]}}}]}}]},` +
+			`"qty":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"integer","connect.type":"int32"}]},` +
+			`"sku":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string"}]}}}]}}]},` +
 			`"seq":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"integer","connect.type":"int32"}]},` +
 			`"customer":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"object","title":"payload.customer","properties":{"name":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string"}]}}}]},` +
 			`"tags":{"connect.index":3,"oneOf":[{"type":"null"},{"type":"array","items":{"oneOf":[{"type":"null"},{"type":"integer","connect.type":"int64"}]}}]}}}]}`},
+		// Envelopes of few fields, where a copied map's smaller table
+		// would order them otherwise: "payload" and "type" (a table of 4
+		// would put type first), and payload, eventType, aggregateid
+		// (aggregateid's bucket comes first in a table of 16).
+		{"envelope of two fields", envelopeOf("type", &Schema{Type: TypeString}), `{"type":"object","title":"dbserver1.inventory.outboxevent.Order.Value","properties":{` +
+			`"payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},` +
+			`"type":{"type":"string","connect.index":1}}}`},
+		{"envelope of three fields", envelopeOf("eventType", &Schema{Type: TypeString}, "aggregateid", &Schema{Type: TypeString}), `{"type":"object","title":"dbserver1.inventory.outboxevent.Order.Value","properties":{` +
+			`"aggregateid":{"type":"string","connect.index":2},` +
+			`"payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},` +
+			`"eventType":{"type":"string","connect.index":1}}}`},
 		// An expanded {} is a struct without fields: ToStringVisitor
 		// leaves out an empty "properties".
 		{"empty object", &Schema{Type: TypeStruct, Name: "payload"}, `{"type":"object","title":"payload"}`},
@@ -141,4 +161,14 @@ func TestJSONSchemaRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// envelopeOf is the envelope struct of a jsonb payload and the given
+// fields, name and schema in turn.
+func envelopeOf(fields ...any) *Schema {
+	s := &Schema{Type: TypeStruct, Name: "dbserver1.inventory.outboxevent.Order.Value", Fields: []Field{{Name: "payload", Schema: convPayload}}}
+	for i := 0; i < len(fields); i += 2 {
+		s.Fields = append(s.Fields, Field{Name: fields[i].(string), Schema: fields[i+1].(*Schema)})
+	}
+	return s
 }

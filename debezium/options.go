@@ -83,6 +83,9 @@ const (
 	ScopeConnector Scope = "PostgreSQL connector"
 	ScopeConnect   Scope = "Kafka Connect"
 	ScopeServer    Scope = "Debezium Server"
+	// ScopeTransform are Kafka Connect's transforms after the router, by
+	// their class in org.apache.kafka.connect.transforms.
+	ScopeTransform Scope = "Kafka Connect transforms after the router"
 )
 
 // Options is the compatibility catalogue; docs/debezium.md's table is made from
@@ -131,10 +134,14 @@ var Options = []Option{
 	{Name: "heartbeat.interval.ms", Scope: ScopeConnector, Default: "0", Status: WithNote, Text: "`cdc.heartbeat_interval`: a logical message keeps an idle slot moving; no heartbeat records are written to Kafka"},
 	{Name: "heartbeat.action.query", Scope: ScopeConnector, Status: WithNote, Text: "`cdc.heartbeat_query`: run as written at every heartbeat (only with heartbeat.interval.ms > 0, as Debezium), on the heartbeat's own connection, after its logical message; a failure is logged at ERROR and relaying goes on"},
 	{Name: "topic.heartbeat.prefix", Scope: ScopeConnector, Default: "__debezium-heartbeat", Status: NoEffect, Text: "no heartbeat records", Report: Info},
-	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "`cdc.snapshot`: initial and when_needed publish the rows already in the table when outboxrelay creates the slot (from the slot's exported snapshot), never and no_data do not; a slot that exists (a takeover) is streamed from without a snapshot. always, initial_only and the others are refused", Report: Warning},
+	{Name: "snapshot.mode", Scope: ScopeConnector, Default: "initial", Status: WithNote, Text: "`cdc.snapshot`: initial and when_needed publish the rows already in the table when outboxrelay creates the slot (from the slot's exported snapshot), no_data does not, nor does never (removed in Debezium 3.3, read as no_data); a slot that exists (a takeover) is streamed from without a snapshot. always, initial_only and the others are refused", Report: Warning},
 	{Name: "slot.drop.on.stop", Scope: ScopeConnector, Default: "false", Status: No, Text: "outboxrelay never drops its slot", Report: Warning},
 	{Name: "slot.stream.params", Scope: ScopeConnector, Status: No, Text: "outboxrelay sends proto_version and publication_names only", Report: Warning},
-	{Name: "flush.lsn.source", Scope: ScopeConnector, Default: "true", Status: WithNote, Text: "outboxrelay always confirms what Kafka has acknowledged", Report: Warning},
+	{Name: "lsn.flush.mode, flush.lsn.source", Scope: ScopeConnector, Default: "connector", Status: WithNote, Text: "outboxrelay confirms the slot up to what Kafka acknowledged and, while nothing is in flight, up to the server's keepalive position, as connector_and_driver does; manual (flush.lsn.source=false) is not honoured (a warning). lsn.flush.mode came in Debezium 3.4 and replaced flush.lsn.source, which it ignores when both are set", Report: Warning},
+	{Name: "lsn.flush.timeout.ms, lsn.flush.timeout.action", Scope: ScopeConnector, Default: "30000, fail", Status: NoEffect, Text: "Debezium 3.2 and later: outboxrelay confirms in the replication stream's standby status updates, which wait for no answer", Report: Info},
+	{Name: "offset.mismatch.strategy, internal.slot.seek.to.known.offset.on.start", Scope: ScopeConnector, Default: "no_validation", Status: NoEffect, Text: "Debezium 3.4 and later (replacing the internal option): outboxrelay streams from the slot's confirmed position and compares it with its checkpoint in Kafka at every start ([The checkpoint](checkpoint.md))", Report: Info},
+	{Name: "publish.via.partition.root", Scope: ScopeConnector, Default: "false", Status: WithNote, Text: "Debezium 3.2 and later: true is not set on a publication outboxrelay creates (a warning); create it WITH (publish_via_partition_root = true) for a partitioned outbox table", Report: Warning},
+	{Name: "connection.validation.timeout.ms, executor.shutdown.timeout.ms, guardrail.collections.max, guardrail.collections.limit.action, legacy.snapshot.max.threads, snapshot.max.threads.multiplier, queue.provider.type, statistics.metrics.enabled", Scope: ScopeConnector, Status: NoEffect, Text: "added in Debezium 3.2 (the first two), 3.3 (guardrail), 3.5 (snapshot threads) and 3.6 (the last two); none shapes records", Report: Info},
 	{Name: "binary.handling.mode", Scope: ScopeConnector, Default: "bytes", Status: WithNote, Text: "bytes only", Report: Unsupported},
 	{Name: "time.precision.mode", Scope: ScopeConnector, Default: "adaptive", Status: WithNote, Text: "`routing.time_precision`: adaptive, adaptive_time_microseconds and connect, for date, time, timetz, timestamp and timestamptz columns in keys, headers and envelopes (timestamptz padded to the column's scale, as since Debezium 2.2; connect's dates written as text as a worker JVM in UTC writes them); isostring, microseconds, nanoseconds and structured are refused", Report: Unsupported},
 	{Name: "decimal.handling.mode", Scope: ScopeConnector, Default: "precise", Status: WithNote, Text: "`routing.decimal_handling`: precise, double and string write numeric columns in keys, headers and envelopes as Debezium does (precise: Connect's Decimal, VariableScaleDecimal for a numeric without precision; NaN and the infinities fail the event, as in Debezium); precise is refused at start for a numeric key, payload or envelope field with ProtobufConverter", Report: Unsupported},
@@ -175,7 +182,7 @@ var Options = []Option{
 	{Name: "key.converter.schemas.enable, value.converter.schemas.enable", Scope: ScopeConnect, Default: "true", Status: Same, Text: "json (false) or json+schema (true)"},
 	{Name: "header.converter", Scope: ScopeConnect, Default: "SimpleHeaderConverter", Status: Same, Text: "`routing.header_format`: simple, json, json+schema"},
 	{Name: "value.converter.replace.null.with.default", Scope: ScopeConnect, Default: "true", Status: WithNote, Text: "true only", Report: Unsupported},
-	{Name: "transforms", Scope: ScopeConnect, Status: WithNote, Text: "exactly one io.debezium.transforms.outbox.EventRouter, optionally after io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent (see message.prefix.include.list); any other transform is refused"},
+	{Name: "transforms", Scope: ScopeConnect, Status: WithNote, Text: "exactly one io.debezium.transforms.outbox.EventRouter, optionally after io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent (see message.prefix.include.list), then any of Kafka Connect's transforms below (`routing.transforms`); any other transform, and any before the router, is refused"},
 	{Name: "producer.override.compression.type", Scope: ScopeConnect, Default: "none", Status: Same, Text: "`kafka.compression`"},
 	{Name: "producer.override.max.request.size", Scope: ScopeConnect, Default: "1048576", Status: Same, Text: "`kafka.max_record_bytes`"},
 	{Name: "producer.override.security.protocol, sasl.mechanism, sasl.jaas.config", Scope: ScopeConnect, Default: "PLAINTEXT", Status: WithNote, Text: "`kafka.tls.enabled`, `kafka.sasl.*`: SSL, SASL_SSL and SASL_PLAINTEXT with PLAIN or SCRAM-SHA-256/512 (username and password from a PlainLoginModule or ScramLoginModule JAAS line); GSSAPI and OAUTHBEARER are refused"},
@@ -185,6 +192,19 @@ var Options = []Option{
 	{Name: "errors.tolerance", Scope: ScopeConnect, Default: "none", Status: WithNote, Text: "all is not supported: a bad row stops the relay or goes to `kafka.dead_letter_topic`", Report: Warning},
 	{Name: "topic.creation.*", Scope: ScopeConnect, Status: WithNote, Text: "`kafka.topic_creation`: with topic.creation.default.partitions and .replication.factor set, each topic is created before its first record; other default.* keys are topic configs; topic.creation.groups with include/exclude patterns (RE2), the first match winning, unset settings from the default group"},
 	{Name: "config.providers ${file:...}, ${directory:...}, ${env:...}", Scope: ScopeConnect, Status: WithNote, Text: "resolved as Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider would; other providers are refused by name"},
+
+	// Kafka Connect's transforms after the router (transforms_*.go).
+	{Name: "RegexRouter: regex, replacement", Scope: ScopeTransform, Status: WithNote, Text: "a topic the regex matches whole becomes its replaceFirst; RE2 syntax (lookaround and backreferences refused), Java's replacement syntax"},
+	{Name: "TimestampRouter: topic.format, timestamp.format", Scope: ScopeTransform, Default: "${topic}-${timestamp}, yyyyMMdd", Status: WithNote, Text: "the record timestamp (the commit time, or the timestamp column) in UTC, SimpleDateFormat's letters and English names; w, W and Y (the locale's weeks) are refused"},
+	{Name: "InsertHeader: header, value.literal", Scope: ScopeTransform, Status: WithNote, Text: "added last, typed as Values.parseString types it: null, boolean, INT8 to INT64, FLOAT32/FLOAT64, text; a literal it would read as an array, map, date, time or decimal is refused"},
+	{Name: "DropHeaders: headers", Scope: ScopeTransform, Status: Same, Text: "every header of a listed name"},
+	{Name: "HeaderFrom$Key, HeaderFrom$Value: fields, headers, operation, replace.null.with.default", Scope: ScopeTransform, Default: "replace.null.with.default true", Status: WithNote, Text: "move or copy struct fields to headers (added last, each with its field's schema); needs a struct: envelope fields or an expanded payload for $Value, a ValueToKey before it for $Key"},
+	{Name: "InsertField$Key, InsertField$Value: topic.field, partition.field, timestamp.field, static.field, static.value, replace.null.with.default", Scope: ScopeTransform, Status: WithNote, Text: "fields after the struct's own (optional, or required with a ! suffix); partition only with a partition placement, as the record has none otherwise; offset.field is refused (sink records only, it fails every source record); a struct as for HeaderFrom"},
+	{Name: "ReplaceField$Key, ReplaceField$Value: exclude, include, renames, replace.null.with.default", Scope: ScopeTransform, Status: Same, Text: "exclude wins over include, renames from:to; a struct as for HeaderFrom; blacklist and whitelist (removed in Kafka 4.0) are refused"},
+	{Name: "ValueToKey: fields, replace.null.with.default", Scope: ScopeTransform, Status: WithNote, Text: "the key becomes an unnamed struct of the value's fields, and is partitioned by as any key; needs envelope fields or an expanded payload; a tombstone fails, as in Kafka Connect"},
+	{Name: "Filter", Scope: ScopeTransform, Status: WithNote, Text: "drops the record its predicate selects: no record is written and the event counts as published"},
+	{Name: "predicate, negate (on any of these)", Scope: ScopeTransform, Status: Same, Text: "`routing.predicates`: TopicNameMatches (pattern, RE2 syntax, matched against the whole topic), HasHeaderKey (name), RecordIsTombstone (a null value, with or without a schema); other predicates are refused"},
+	{Name: "transforms.<name>.* (others)", Scope: ScopeTransform, Status: No, Text: "any other transform or option is refused, naming it; so are ones Kafka Connect's would fail on every record with (a struct transform on a value that is the payload column)", Report: Unsupported},
 
 	// Debezium Server.
 	{Name: "debezium.source.*", Scope: ScopeServer, Status: Same, Text: "the connector options above"},
@@ -220,6 +240,8 @@ func shortScope(s Scope) string {
 		return "connector"
 	case ScopeConnect:
 		return "Connect"
+	case ScopeTransform:
+		return "transform"
 	}
 	return "Server"
 }

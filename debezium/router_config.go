@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,6 +119,12 @@ type RouterConfig struct {
 	// Registry is the Schema Registry of a KeyFormat or ValueFormat that
 	// needs one (avro, json_sr, protobuf); required with them.
 	Registry RegistryConfig
+
+	// Transforms are Kafka Connect's transforms applied, in order, to the
+	// record the router makes, before its key, value and headers are
+	// converted; Predicates are the predicates they name. Default none.
+	Transforms []Transform
+	Predicates []Predicate
 }
 
 // Placement is where an additional field goes.
@@ -216,14 +223,47 @@ type compiled struct {
 	// tables are the outbox tables, schema.table; the first is the one
 	// of an event that does not name its table.
 	tables []string
+	// chain are the transforms.
+	chain chain
 }
 
+// compile validates c and makes what routing needs of it; its error
+// joins every problem.
 func (c *RouterConfig) compile() (*compiled, error) {
-	var errs []error
 	out := &compiled{}
+	var errs []error
 	if c.PostgresURL == "" {
 		errs = append(errs, errors.New("the Debezium router needs postgres.url to read the outbox table's column types"))
 	}
+	errs = append(errs, c.compileTables(out)...)
+	if err := c.Columns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Network.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.compileTopics(out)...)
+	errs = append(errs, c.compileFields(out)...)
+	errs = append(errs, c.validateFormats(out)...)
+	if c.UsesRegistry() {
+		errs = append(errs, c.validateRegistry(out)...)
+	}
+	errs = append(errs, c.validateModes()...)
+	if len(c.Transforms) > 0 || len(c.Predicates) > 0 {
+		var err error
+		raw := rawParts{key: c.KeyFormat == FormatRaw, value: c.ValueFormat == FormatRaw, headers: c.HeaderFormat == FormatRaw}
+		if out.chain, err = compileChain(c.Transforms, c.Predicates, raw, out.envelope || c.ExpandJSONPayload); err != nil {
+			errs = append(errs, fmt.Errorf("routing.transforms: %w", err))
+		}
+	}
+	if c.ContextHeaders && c.SchemaTopicPrefix == "" {
+		errs = append(errs, errors.New("routing.context_headers: the connectorLogicalName header is the connector's topic.prefix; set routing.schema_topic_prefix"))
+	}
+	return out, errors.Join(errs...)
+}
+
+// compileTables names the outbox tables schema.table.
+func (c *RouterConfig) compileTables(out *compiled) (errs []error) {
 	names := c.Tables
 	if len(names) == 0 && c.Table != "" {
 		names = []string{c.Table}
@@ -235,33 +275,33 @@ func (c *RouterConfig) compile() (*compiled, error) {
 		}
 		out.tables = append(out.tables, schema+"."+table)
 	}
-	if err := c.Columns.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Network.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.TopicRegex != "" || c.TopicReplacement != "" {
+	return errs
+}
+
+// compileTopics makes the topic router of route.topic.regex and
+// route.topic.replacement, or checks routing.topic.
+func (c *RouterConfig) compileTopics(out *compiled) (errs []error) {
+	switch {
+	case c.TopicRegex != "" || c.TopicReplacement != "":
 		if c.Topic != "" {
 			errs = append(errs, errors.New("routing.topic and routing.topic_regex/topic_replacement both say where events go; set one"))
 		}
-		regex, repl := c.TopicRegex, c.TopicReplacement
-		if regex == "" {
-			regex = DefaultTopicRegex
-		}
-		if repl == "" {
-			repl = DefaultTopicReplacement
-		}
+		regex, repl := cmp.Or(c.TopicRegex, DefaultTopicRegex), cmp.Or(c.TopicReplacement, DefaultTopicReplacement)
 		tr, err := newTopicRouter(regex, repl)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		out.topics = tr
-	} else if c.Topic != "" {
+	case c.Topic != "":
 		if err := connector.ValidTopic(c.Topic); err != nil {
 			errs = append(errs, fmt.Errorf("routing.topic: %w", err))
 		}
 	}
+	return errs
+}
+
+// compileFields parses the additional fields, the type header among them.
+func (c *RouterConfig) compileFields(out *compiled) (errs []error) {
 	for _, s := range c.AdditionalFields {
 		f, err := ParseAdditionalField(s)
 		if err != nil {
@@ -279,6 +319,13 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	if c.TypeHeader != "" {
 		out.fields = append(out.fields, AdditionalField{Column: c.Columns.Type, Placement: PlaceHeader, Alias: c.TypeHeader})
 	}
+	return errs
+}
+
+// validateFormats checks the key, value and header formats, their
+// delegates, and that the value format can write a struct where the
+// configuration makes one.
+func (c *RouterConfig) validateFormats(out *compiled) (errs []error) {
 	if !slices.Contains(ValueFormats, c.KeyFormat) {
 		errs = append(errs, fmt.Errorf("routing.key_format: %q is not one of %s", c.KeyFormat, joinFormats(ValueFormats)))
 	}
@@ -308,25 +355,34 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	if c.ExpandJSONPayload && !structured {
 		errs = append(errs, fmt.Errorf("expand_json_payload makes the payload a struct, which value_format %q cannot write; use json, json+schema, string, avro, json_sr or protobuf, or bytes with a value_delegate_format", c.ValueFormat))
 	}
-	if c.UsesRegistry() {
-		errs = append(errs, c.Registry.validate()...)
-		if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
-			// Confluent's RecordNameStrategy fails on any schema that is not
-			// a record; only the envelope makes one.
-			if registryFormat(c.KeyFormat) != nil {
-				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and the key is a column, never a record; use topic", st))
-			}
-			if registryFormat(c.ValueFormat) != nil && !out.envelope {
-				errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
-			}
+	return errs
+}
+
+// validateRegistry checks the Schema Registry settings against the
+// formats that use it.
+func (c *RouterConfig) validateRegistry(out *compiled) []error {
+	errs := c.Registry.validate()
+	if st := c.Registry.SubjectNameStrategy; st == SubjectRecord || st == SubjectTopicRecord {
+		// Confluent's RecordNameStrategy fails on any schema that is not
+		// a record; only the envelope makes one.
+		if registryFormat(c.KeyFormat) != nil {
+			errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and the key is a column, never a record; use topic", st))
 		}
-		if c.Registry.UseLatestVersion && (c.KeyFormat == FormatProtobuf || c.ValueFormat == FormatProtobuf) {
-			// Writing with another schema than the derived one needs
-			// that schema's field numbers, read from its .proto text,
-			// which outboxrelay does not parse.
-			errs = append(errs, errors.New("schema_registry.use_latest_version is not supported with format protobuf; turn it off, so that records are written with the schema ProtobufData derives"))
+		if registryFormat(c.ValueFormat) != nil && !out.envelope {
+			errs = append(errs, fmt.Errorf("schema_registry.subject_name_strategy %s names subjects after records, and without envelope fields the value is no record; use topic, or place fields in the envelope", st))
 		}
 	}
+	if c.Registry.UseLatestVersion && (c.KeyFormat == FormatProtobuf || c.ValueFormat == FormatProtobuf) {
+		// Writing with another schema than the derived one needs
+		// that schema's field numbers, read from its .proto text,
+		// which outboxrelay does not parse.
+		errs = append(errs, errors.New("schema_registry.use_latest_version is not supported with format protobuf; turn it off, so that records are written with the schema ProtobufData derives"))
+	}
+	return errs
+}
+
+// validateModes checks the enumerated settings of value typing.
+func (c *RouterConfig) validateModes() (errs []error) {
 	switch c.JSONNullFields {
 	case "ignore", "optional_bytes":
 	default:
@@ -347,10 +403,7 @@ func (c *RouterConfig) compile() (*compiled, error) {
 	default:
 		errs = append(errs, fmt.Errorf("routing.interval_handling: %q is not numeric or string", c.IntervalHandling))
 	}
-	if c.ContextHeaders && c.SchemaTopicPrefix == "" {
-		errs = append(errs, errors.New("routing.context_headers: the connectorLogicalName header is the connector's topic.prefix; set routing.schema_topic_prefix"))
-	}
-	return out, errors.Join(errs...)
+	return errs
 }
 
 func joinFormats(fs []Format) string {

@@ -140,8 +140,8 @@ func (c *column) temporalValue(text string) (any, error) {
 	return nil, fmt.Errorf("type %s is not temporal", c.typName)
 }
 
-// zonedTimestamp formats t as Debezium's ZonedTimestamp since DBZ-6163
-// (2.2.0, commit a9d4663456): PostgresValueConverter.
+// zonedTimestamp formats t as Debezium's ZonedTimestamp from
+// Debezium 2.2.0 on: PostgresValueConverter.
 // convertTimestampWithZone turns the value into a ZonedDateTime at UTC and
 // hands ZonedTimestamp.toIsoString the column's scale as the fraction's
 // width; getDateTimeFormatter then writes exactly that many digits
@@ -204,7 +204,7 @@ func timePrefix(text string) (us int64, n int, err error) {
 }
 
 // timetzBoundary is PostgresTimeBoundary's 24:00:00 at UTC, which
-// convertTimeWithZone passes on as "24:00:00Z" (debezium/dbz#2100).
+// convertTimeWithZone passes on as "24:00:00Z".
 var timetzBoundary = regexp.MustCompile(`^24:00:00(?:\.0{1,6})?(?:Z|[+-]00(?::?00)?)$`)
 
 // zonedTime converts a timetz's text as PostgresValueConverter.

@@ -32,14 +32,20 @@ type replPart struct {
 // Go's regexp (RE2) lacks, such as lookaround and backreferences, is an
 // error naming the construct.
 func newTopicRouter(regex, replacement string) (*topicRouter, error) {
+	return newRegexRouter("route.topic.regex", regex, "route.topic.replacement", replacement)
+}
+
+// newRegexRouter is newTopicRouter with the names of the options the
+// regex and replacement come from, for errors.
+func newRegexRouter(regexOption, regex, replOption, replacement string) (*topicRouter, error) {
 	first, err := regexp.Compile(regex)
 	if err != nil {
-		return nil, fmt.Errorf("route.topic.regex %q: %w (Java regex features that Go's RE2 lacks, such as lookaround and backreferences, are not supported)", regex, err)
+		return nil, fmt.Errorf("%s %q: %w (Java regex features that Go's RE2 lacks, such as lookaround and backreferences, are not supported)", regexOption, regex, err)
 	}
 	full := regexp.MustCompile(`\A(?:` + regex + `)\z`)
 	repl, err := parseReplacement(replacement, first)
 	if err != nil {
-		return nil, fmt.Errorf("route.topic.replacement %q: %w", replacement, err)
+		return nil, fmt.Errorf("%s %q: %w", replOption, replacement, err)
 	}
 	return &topicRouter{full: full, first: first, repl: repl}, nil
 }

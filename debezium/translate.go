@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,8 +110,8 @@ func (t *Translation) YAML(secrets bool) ([]byte, error) {
 
 // commentText escapes what a YAML comment cannot hold, as Go would quote
 // it: control characters but the newlines between lines, and bytes that
-// are not UTF-8. An option named with one (a properties file can write
-// "\u0000" in a key) made a translation whose YAML did not load.
+// are not UTF-8. A properties file can name an option with one ("\u0000"
+// in a key), and the translation's YAML must still load.
 func commentText(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -187,6 +185,10 @@ type translator struct {
 	// decode is the DecodeLogicalDecodingMessageContent transform's name
 	// when it comes before the router (translate_messages.go).
 	decode string
+	// chain are the transforms after the router, and preds the
+	// predicates they name (translate_transforms.go).
+	chain []Transform
+	preds []Predicate
 }
 
 // Translate maps a Debezium configuration to outboxrelay's. Options
@@ -307,6 +309,36 @@ func (tr *translator) splitServer(p *Properties) {
 
 // connector maps the PostgreSQL connector's options.
 func (tr *translator) connector() {
+	tr.connectorClass()
+	tr.postgresURL()
+	tr.set("source", "cdc")
+	table := tr.outboxTables()
+	tr.pluginName()
+	tr.slotAndPublication(table)
+	if v, ok := tr.get("status.update.interval.ms"); ok {
+		if d, ok := tr.millis("status.update.interval.ms", v); ok {
+			tr.set("cdc.status_interval", d)
+		}
+	}
+	tr.heartbeat()
+	for _, k := range []string{"topic.prefix", "database.server.name"} {
+		if v, ok := tr.get(k); ok {
+			tr.set("routing.schema_topic_prefix", v)
+			break
+		}
+	}
+	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
+		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
+	}
+	tr.snapshotMode()
+	tr.versionedOptions()
+	tr.contextHeaders()
+	tr.valueModes()
+}
+
+// connectorClass checks connector.class and names the producer's client
+// id after the connector, as Kafka Connect does.
+func (tr *translator) connectorClass() {
 	if v, ok := tr.get("connector.class"); ok && v != "io.debezium.connector.postgresql.PostgresConnector" {
 		tr.note("connector.class", Unsupported, "%s is not Debezium's PostgreSQL connector (io.debezium.connector.postgresql.PostgresConnector)", v)
 	} else if !ok {
@@ -317,9 +349,11 @@ func (tr *translator) connector() {
 	} else if tr.t.Name != "" && !tr.server {
 		tr.set("kafka.client_id", "connector-producer-"+tr.t.Name+"-0")
 	}
-	tr.postgresURL()
-	tr.set("source", "cdc")
+}
 
+// outboxTables maps the table filters onto the outbox tables and
+// patterns, and returns how notes name them.
+func (tr *translator) outboxTables() string {
 	tables, patterns := tr.tables()
 	switch {
 	case len(tables) == 1:
@@ -334,7 +368,11 @@ func (tr *translator) connector() {
 	if len(patterns) > 0 {
 		table = strings.TrimPrefix(table+", the tables matching "+strings.Join(patterns, ", "), ", ")
 	}
+	return table
+}
 
+// pluginName checks plugin.name: outboxrelay reads pgoutput slots only.
+func (tr *translator) pluginName() {
 	switch plugin, ok := tr.get("plugin.name"); {
 	case !ok:
 		tr.note("plugin.name", Warning, "not set, and Debezium's default is decoderbufs, which outboxrelay cannot read: outboxrelay creates the slot with pgoutput when it is missing, and stops with an error if the slot exists with another plugin (switch Debezium to plugin.name=pgoutput with a new slot first)")
@@ -344,6 +382,11 @@ func (tr *translator) connector() {
 	default:
 		tr.note("plugin.name", Unsupported, "%q is not supported; outboxrelay reads pgoutput slots only: switch Debezium to plugin.name=pgoutput first", plugin)
 	}
+}
+
+// slotAndPublication maps the slot, the publication and how it is
+// created; table names the outbox tables in notes.
+func (tr *translator) slotAndPublication(table string) {
 	slot, ok := tr.get("slot.name")
 	if !ok {
 		slot = "debezium"
@@ -360,7 +403,7 @@ func (tr *translator) connector() {
 		if mode != "filtered" {
 			tr.note("publication.autocreate.mode", Info, "a missing publication %s is created FOR TABLE %s WITH (publish = 'insert'), not FOR ALL TABLES; an existing one is used as it is", pub, table)
 		}
-		if len(patterns) > 0 {
+		if len(tr.t.TablePatterns()) > 0 {
 			// Debezium's all_tables publication holds a new table from its
 			// creation; one FOR TABLE gets it only when the relay adds it.
 			tr.note("publication.autocreate.mode", Warning, "with table patterns, a matching table created later is added to %s within seconds, and rows committed in it before that are reported, not relayed: create %s FOR ALL TABLES first, as Debezium's all_tables does, or add each new outbox table to it in the transaction that creates it", pub, pub)
@@ -373,11 +416,10 @@ func (tr *translator) connector() {
 	default:
 		tr.note("publication.autocreate.mode", Unsupported, "%q is not all_tables, filtered, disabled or no_tables", mode)
 	}
-	if v, ok := tr.get("status.update.interval.ms"); ok {
-		if d, ok := tr.millis("status.update.interval.ms", v); ok {
-			tr.set("cdc.status_interval", d)
-		}
-	}
+}
+
+// heartbeat maps heartbeat.interval.ms and heartbeat.action.query.
+func (tr *translator) heartbeat() {
 	beating := false
 	if v, ok := tr.get("heartbeat.interval.ms"); ok && v != "0" {
 		if d, ok := tr.millis("heartbeat.interval.ms", v); ok {
@@ -387,30 +429,30 @@ func (tr *translator) connector() {
 		}
 	}
 	tr.heartbeatQuery(beating)
-	for _, k := range []string{"topic.prefix", "database.server.name"} {
-		if v, ok := tr.get(k); ok {
-			tr.set("routing.schema_topic_prefix", v)
-			break
-		}
-	}
-	if _, ok := tr.t.Setting("routing.schema_topic_prefix"); !ok {
-		tr.note("topic.prefix", Warning, "not set (Debezium requires it): envelope struct schemas are named <schema>.<table>.<aggregate type>.Value")
-	}
+}
+
+// snapshotMode maps snapshot.mode: outboxrelay snapshots only a slot it
+// creates.
+func (tr *translator) snapshotMode() {
 	mode, ok := tr.get("snapshot.mode")
 	if !ok {
 		mode = "initial" // Debezium's default
 	}
-	switch mode {
+	// Debezium's EnumeratedValue.parse trims and ignores case.
+	switch mode = strings.ToLower(strings.TrimSpace(mode)); mode {
 	case "initial", "when_needed":
 		tr.set("cdc.snapshot", "initial")
 		tr.note("snapshot.mode", Info, "%s: cdc.snapshot initial: when outboxrelay creates the slot, it first publishes the rows already in the table, from the slot's exported snapshot; an existing slot (taken over from Debezium) is streamed from its confirmed position without a snapshot", mode)
-	case "never", "no_data":
+	case "no_data":
 		tr.set("cdc.snapshot", "never")
+	case "never":
+		tr.set("cdc.snapshot", "never")
+		tr.note("snapshot.mode", Info, "never: removed in Debezium 3.3, which refuses it (no_data replaced it in 2.6); read as no_data: cdc.snapshot never")
+	case "when_needed_no_data":
+		tr.note("snapshot.mode", Unsupported, "when_needed_no_data is a mode of Debezium's SQL Server connector (3.6 and later), which its PostgreSQL connector refuses")
 	default:
 		tr.note("snapshot.mode", Unsupported, "%q: outboxrelay snapshots only when it creates the slot (initial, when_needed) or never (never, no_data)", mode)
 	}
-	tr.contextHeaders()
-	tr.valueModes()
 }
 
 // contextHeaders maps extended.headers.enabled (CommonConnectorConfig,
@@ -486,63 +528,4 @@ func (tr *translator) heartbeatQuery(beating bool) {
 		tr.set("cdc.heartbeat_query", q)
 		tr.note("heartbeat.action.query", Info, "cdc.heartbeat_query: run as written at every heartbeat, after its logical message, on the heartbeat's connection; a failure is logged at ERROR and the relay goes on (Debezium stops the task on undefined_table and admin_shutdown)")
 	}
-}
-
-// postgresURL builds postgres.url from database.*.
-func (tr *translator) postgresURL() {
-	host, okHost := tr.get("database.hostname")
-	port, ok := tr.get("database.port")
-	if !ok {
-		port = "5432"
-	}
-	user, _ := tr.get("database.user")
-	password, hasPassword := tr.get("database.password")
-	db, okDB := tr.get("database.dbname")
-	if !okHost || !okDB {
-		tr.note("database.hostname", Warning, "database.hostname and database.dbname are needed for postgres.url; set OUTBOXRELAY_POSTGRES_URL instead")
-		return
-	}
-	u := &url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, port), Path: "/" + db}
-	if user != "" {
-		u.User = url.User(user)
-	}
-	q := url.Values{}
-	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey"} {
-		if v, ok := tr.get("database." + k); ok {
-			q.Set(k, v)
-		}
-	}
-	u.RawQuery = q.Encode()
-	tr.set("postgres.url", u.String())
-	if hasPassword {
-		tr.t.password = password
-		tr.note("database.password", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGPASSWORD, a ~/.pgpass entry, or OUTBOXRELAY_POSTGRES_URL)")
-	}
-	// The client key's passphrase is a secret as the password is.
-	if v, ok := tr.get("database.sslpassword"); ok && v != "" {
-		tr.t.sslPassword = v
-		tr.note("database.sslpassword", Info, "used by run --debezium-config; `debezium translate` leaves it out of postgres.url (set PGSSLPASSWORD, or OUTBOXRELAY_POSTGRES_URL with sslpassword=...)")
-	}
-}
-
-// withSecrets is postgres.url raw with the password and sslpassword the
-// translation keeps out of the YAML it shows (database.password,
-// database.sslpassword) put back in.
-func (t *Translation) withSecrets(raw string) (string, error) {
-	if t.password == "" && t.sslPassword == "" {
-		return raw, nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", err
-	}
-	if t.password != "" {
-		u.User = url.UserPassword(u.User.Username(), t.password)
-	}
-	if t.sslPassword != "" {
-		q := u.Query()
-		q.Set("sslpassword", t.sslPassword)
-		u.RawQuery = q.Encode()
-	}
-	return u.String(), nil
 }

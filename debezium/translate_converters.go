@@ -46,8 +46,8 @@ func (tr *translator) converters() {
 
 // Debezium's pass-through converters (debezium-core, later
 // debezium-connect-plugins, io/debezium/converters/). ByteBufferConverter
-// came in Debezium 1.0 (DBZ-1604), took a delegate.converter.type in 1.3
-// (DBZ-2396) and was removed in 2.0 (DBZ-4600) for BinaryDataConverter,
+// came in Debezium 1.0, took a delegate.converter.type in 1.3 and was
+// removed in 2.0 for BinaryDataConverter,
 // which 1.9.3 already has.
 const (
 	byteBufferConverter = "io.debezium.converters.ByteBufferConverter"
@@ -97,74 +97,106 @@ var subjectStrategies = map[string]string{
 	"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": SubjectTopicRecord,
 }
 
+// registryConverters are the converters that use the Schema Registry,
+// by the prefix of their options (key.converter, value.converter), and
+// their formats.
+type registryConverters struct {
+	tr       *translator
+	prefixes []string
+	formats  map[string]Format
+}
+
+// one reads a setting from every registry converter; values that differ
+// are refused, since key and value share one registry section. at is
+// the option it was read from.
+func (rc registryConverters) one(name string) (val, at string, ok bool) {
+	for _, p := range rc.prefixes {
+		v, ok := rc.tr.get(p + "." + name)
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if at != "" && v != val {
+			// A URL's user info may hold a password.
+			rc.tr.note(p+"."+name, Unsupported, "%q differs from %s's %q; outboxrelay's key and value share one schema_registry", secret.Redact(v), at, secret.Redact(val))
+			continue
+		}
+		val, at = v, p+"."+name
+	}
+	return val, at, at != ""
+}
+
 // registry maps the Schema Registry settings of the key and value
 // converters that use it (Avro, JSON Schema, Protobuf) (AbstractKafkaSchemaSerDeConfig's keys, under
 // key.converter. and value.converter.) onto schema_registry, which key
 // and value share: a setting the two give different values is refused.
 func (tr *translator) registry(key, value Format) {
-	var prefixes []string
-	formats := map[string]Format{"key.converter": key, "value.converter": value}
+	rc := registryConverters{tr: tr, formats: map[string]Format{"key.converter": key, "value.converter": value}}
 	if key.UsesRegistry() {
-		prefixes = append(prefixes, "key.converter")
+		rc.prefixes = append(rc.prefixes, "key.converter")
 	}
 	if value.UsesRegistry() {
-		prefixes = append(prefixes, "value.converter")
+		rc.prefixes = append(rc.prefixes, "value.converter")
 	}
-	if len(prefixes) == 0 {
+	if len(rc.prefixes) == 0 {
 		return
 	}
-	// one reads a setting from every registry converter; values that differ
-	// are refused, since key and value share one registry section.
-	one := func(name string) (string, string, bool) {
-		var val, at string
-		for _, p := range prefixes {
-			v, ok := tr.get(p + "." + name)
-			if !ok {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			if at != "" && v != val {
-				// A URL's user info may hold a password.
-				tr.note(p+"."+name, Unsupported, "%q differs from %s's %q; outboxrelay's key and value share one schema_registry", secret.Redact(v), at, secret.Redact(val))
-				continue
-			}
-			val, at = v, p+"."+name
-		}
-		return val, at, at != ""
+	tr.registryURL(rc)
+	tr.registryAuth(rc)
+	if v, _, ok := rc.one("auto.register.schemas"); ok {
+		tr.set("schema_registry.auto_register", !strings.EqualFold(v, "false"))
 	}
-	if v, at, ok := one("schema.registry.url"); ok {
-		v = tr.resolve(at, v)
-		// basic.auth.credentials.source URL: the user in the URL. It goes
-		// to username, and the password with the other secrets, so that
-		// neither the translated YAML nor a logged URL shows it.
-		var urls []string
-		for _, one := range strings.Split(v, ",") {
-			one = strings.TrimSpace(one)
-			u, err := url.Parse(one)
-			if err != nil {
-				// Its user info cannot be taken out reliably, and the
-				// relay refuses it anyway: say so, password hidden.
-				one = secret.Redact(one)
-				tr.note(at, Unsupported, "%q is not a valid URL; escape a %% in it as %%25, or move the password to basic.auth.user.info", one)
-			} else if u.User != nil {
-				tr.set("schema_registry.username", u.User.Username())
-				if pw, ok := u.User.Password(); ok {
-					tr.t.secrets["schema_registry.password"] = pw
-				}
-				u.User = nil
-				one = u.String()
-			}
-			urls = append(urls, one)
-		}
-		tr.set("schema_registry.url", strings.Join(urls, ","))
-	} else {
-		tr.note(prefixes[0]+".schema.registry.url", Unsupported, "the %s converter needs schema.registry.url, the Schema Registry it registers its schemas in", registryFormat(formats[prefixes[0]]).name())
+	if v, _, ok := rc.one("use.latest.version"); ok {
+		tr.set("schema_registry.use_latest_version", strings.EqualFold(v, "true"))
 	}
+	tr.subjectStrategy(rc)
+	for _, p := range rc.prefixes {
+		tr.registryConverterOptions(p, rc.formats[p])
+	}
+}
+
+// registryURL maps schema.registry.url. basic.auth.credentials.source URL
+// takes the user from it: the user goes to username, and the password
+// with the other secrets, so that neither the translated YAML nor a
+// logged URL shows it.
+func (tr *translator) registryURL(rc registryConverters) {
+	v, at, ok := rc.one("schema.registry.url")
+	if !ok {
+		p := rc.prefixes[0]
+		tr.note(p+".schema.registry.url", Unsupported, "the %s converter needs schema.registry.url, the Schema Registry it registers its schemas in", registryFormat(rc.formats[p]).name())
+		return
+	}
+	v = tr.resolve(at, v)
+	var urls []string
+	for _, one := range strings.Split(v, ",") {
+		one = strings.TrimSpace(one)
+		u, err := url.Parse(one)
+		if err != nil {
+			// Its user info cannot be taken out reliably, and the
+			// relay refuses it anyway: say so, password hidden.
+			one = secret.Redact(one)
+			tr.note(at, Unsupported, "%q is not a valid URL; escape a %% in it as %%25, or move the password to basic.auth.user.info", one)
+		} else if u.User != nil {
+			tr.set("schema_registry.username", u.User.Username())
+			if pw, ok := u.User.Password(); ok {
+				tr.t.secrets["schema_registry.password"] = pw
+			}
+			u.User = nil
+			one = u.String()
+		}
+		urls = append(urls, one)
+	}
+	tr.set("schema_registry.url", strings.Join(urls, ","))
+}
+
+// registryAuth maps basic.auth.credentials.source and
+// basic.auth.user.info.
+func (tr *translator) registryAuth(rc registryConverters) {
 	source := "URL"
-	if v, _, ok := one("basic.auth.credentials.source"); ok {
+	if v, _, ok := rc.one("basic.auth.credentials.source"); ok {
 		source = strings.ToUpper(v)
 	}
-	if v, at, ok := one("basic.auth.user.info"); ok {
+	if v, at, ok := rc.one("basic.auth.user.info"); ok {
 		v = tr.resolve(at, v)
 		switch source {
 		case "USER_INFO":
@@ -181,19 +213,18 @@ func (tr *translator) registry(key, value Format) {
 	switch source {
 	case "URL", "USER_INFO":
 	default:
-		for _, p := range prefixes {
+		for _, p := range rc.prefixes {
 			if _, ok := tr.conn.Get(p + ".basic.auth.credentials.source"); ok {
 				tr.note(p+".basic.auth.credentials.source", Unsupported, "%s is not supported; outboxrelay authenticates to the registry with USER_INFO (basic.auth.user.info) or a user in the URL", source)
 			}
 		}
 	}
-	if v, _, ok := one("auto.register.schemas"); ok {
-		tr.set("schema_registry.auto_register", !strings.EqualFold(v, "false"))
-	}
-	if v, _, ok := one("use.latest.version"); ok {
-		tr.set("schema_registry.use_latest_version", strings.EqualFold(v, "true"))
-	}
-	for _, p := range prefixes {
+}
+
+// subjectStrategy maps key.subject.name.strategy and
+// value.subject.name.strategy, which must agree.
+func (tr *translator) subjectStrategy(rc registryConverters) {
+	for _, p := range rc.prefixes {
 		what := strings.TrimSuffix(p, ".converter")
 		k := p + "." + what + ".subject.name.strategy"
 		v, ok := tr.get(k)
@@ -211,28 +242,31 @@ func (tr *translator) registry(key, value Format) {
 		}
 		tr.set("schema_registry.subject_name_strategy", st)
 	}
-	for _, p := range prefixes {
-		if v, ok := tr.get(p + ".connect.meta.data"); ok && formats[p] == FormatAvro && strings.EqualFold(strings.TrimSpace(v), "false") {
-			tr.note(p+".connect.meta.data", Unsupported, "false is not supported: outboxrelay writes the connect.name and connect.version properties, as the default true")
+}
+
+// registryConverterOptions checks the data options of the converter at
+// prefix p that change its records, and notes the rest.
+func (tr *translator) registryConverterOptions(p string, f Format) {
+	if v, ok := tr.get(p + ".connect.meta.data"); ok && f == FormatAvro && strings.EqualFold(strings.TrimSpace(v), "false") {
+		tr.note(p+".connect.meta.data", Unsupported, "false is not supported: outboxrelay writes the connect.name and connect.version properties, as the default true")
+	}
+	data := unsupportedDataConfig[f]
+	for _, name := range slices.Sorted(maps.Keys(data)) {
+		def := data[name]
+		if v, ok := tr.get(p + "." + name); ok && !strings.EqualFold(strings.TrimSpace(v), def) {
+			tr.note(p+"."+name, Unsupported, "%s is not supported: outboxrelay writes the schema and record of the default, %s", strings.TrimSpace(v), def)
 		}
-		data := unsupportedDataConfig[formats[p]]
-		for _, name := range slices.Sorted(maps.Keys(data)) {
-			def := data[name]
-			if v, ok := tr.get(p + "." + name); ok && !strings.EqualFold(strings.TrimSpace(v), def) {
-				tr.note(p+"."+name, Unsupported, "%s is not supported: outboxrelay writes the schema and record of the default, %s", strings.TrimSpace(v), def)
-			}
+	}
+	for _, k := range tr.conn.Keys() {
+		if strings.HasPrefix(k, p+".schema.registry.ssl.") && !tr.used[k] {
+			tr.used[k] = true
+			tr.note(k, Unsupported, "Java key and trust stores are not read; give PEM files in schema_registry.tls (ca_file, cert_file, key_file)")
 		}
-		for _, k := range tr.conn.Keys() {
-			if strings.HasPrefix(k, p+".schema.registry.ssl.") && !tr.used[k] {
-				tr.used[k] = true
-				tr.note(k, Unsupported, "Java key and trust stores are not read; give PEM files in schema_registry.tls (ca_file, cert_file, key_file)")
-			}
-		}
-		for _, k := range tr.conn.Keys() {
-			if strings.HasPrefix(k, p+".") && !tr.used[k] {
-				tr.used[k] = true
-				tr.note(k, Info, "%s converter setting with no effect on the records outboxrelay writes", registryFormat(formats[p]).name())
-			}
+	}
+	for _, k := range tr.conn.Keys() {
+		if strings.HasPrefix(k, p+".") && !tr.used[k] {
+			tr.used[k] = true
+			tr.note(k, Info, "%s converter setting with no effect on the records outboxrelay writes", registryFormat(f).name())
 		}
 	}
 }

@@ -23,8 +23,7 @@ func (tr *translator) transforms() {
 			continue
 		}
 		if typ != eventRouterClass {
-			tr.note("transforms."+name, Unsupported, "transform %q (%s) is not supported: outboxrelay applies only the Outbox Event Router (%s), whose records it reproduces", name, typ, eventRouterClass)
-			tr.markPrefix("transforms." + name + ".")
+			tr.otherTransform(name, typ)
 			continue
 		}
 		if tr.router != "" {
@@ -40,6 +39,7 @@ func (tr *translator) transforms() {
 	}
 	tr.routerPfx = "transforms." + tr.router + "."
 	tr.routerOptions()
+	tr.chainSettings()
 }
 
 // additionalMissing maps what to do with an additional column a row lacks:
@@ -100,7 +100,37 @@ func (tr *translator) boolOpt(name string, def bool) bool {
 	return def
 }
 
+// routerOptions maps the outbox router's options, one group of options
+// a step.
 func (tr *translator) routerOptions() {
+	tr.columnRoles()
+	tr.topicRouting()
+	tr.additionalFields()
+	tr.additionalMissing()
+	expand := tr.payloadOptions()
+	tr.timestampOption()
+	if tr.boolOpt("route.tombstone.on.empty.payload", false) {
+		tr.set("routing.tombstone_on_empty_payload", true)
+	}
+	if v, ok := tr.opt("table.field.event.schema.version"); ok && v != "" {
+		tr.set("routing.schema_version_column", v)
+	}
+	tr.invalidOperation()
+	tracing, ok := tr.opt("tracing.span.context.field")
+	if !ok {
+		tracing = "tracingspancontext"
+	}
+	tr.set("routing.tracing_column", tracing)
+	if pred, ok := tr.opt("predicate"); ok {
+		tr.predicate(pred)
+	}
+	tr.fieldNameAdjustment(expand)
+	// The router's other options are noted in leftovers.
+}
+
+// columnRoles maps the columns of each role: the event id, key, payload,
+// type and the route-by column.
+func (tr *translator) columnRoles() {
 	p := tr.routerPfx
 	roles := map[string]string{}
 	for _, c := range []struct{ option, native, def string }{
@@ -133,7 +163,12 @@ func (tr *translator) routerOptions() {
 		roles[v] = p + c.option
 		tr.set(c.native, v)
 	}
+}
 
+// topicRouting maps route.topic.regex and route.topic.replacement onto
+// the simplest native setting that routes the same: a prefix, a constant
+// topic, a replacement of the default regex, or both.
+func (tr *translator) topicRouting() {
 	regex, hasRegex := tr.opt("route.topic.regex")
 	repl, hasRepl := tr.opt("route.topic.replacement")
 	if !hasRegex {
@@ -142,9 +177,14 @@ func (tr *translator) routerOptions() {
 	if !hasRepl {
 		repl = DefaultTopicReplacement
 	}
-	if topics, err := newTopicRouter(regex, repl); err != nil {
-		tr.note(p+"route.topic.regex", Unsupported, "%v", err)
-	} else if regex == DefaultTopicRegex {
+	topics, err := newTopicRouter(regex, repl)
+	switch {
+	case err != nil:
+		tr.note(tr.routerPfx+"route.topic.regex", Unsupported, "%v", err)
+	case regex != DefaultTopicRegex:
+		tr.set("routing.topic_regex", regex)
+		tr.set("routing.topic_replacement", repl)
+	default:
 		prefix, isPrefix := strings.CutSuffix(repl, "${routedByValue}")
 		constant, isConstant := topics.constant()
 		switch {
@@ -155,31 +195,39 @@ func (tr *translator) routerOptions() {
 		default:
 			tr.set("routing.topic_replacement", repl)
 		}
-	} else {
-		tr.set("routing.topic_regex", regex)
-		tr.set("routing.topic_replacement", repl)
 	}
+}
 
-	if v, ok := tr.opt("table.fields.additional.placement"); ok {
-		var fields []string
-		for f := range strings.SplitSeq(v, ",") {
-			if f = strings.TrimSpace(f); f == "" {
-				continue
-			}
-			af, err := ParseAdditionalField(f)
-			if err != nil {
-				tr.note(p+"table.fields.additional.placement", Unsupported, "%v", err)
-				continue
-			}
-			if af.Placement == PlacePartition && tr.server {
-				tr.note(p+"table.fields.additional.placement", Warning, "partition placement of %q: Debezium Server's Kafka sink leaves the partition to the producer; outboxrelay writes to the column's partition", af.Column)
-			}
-			fields = append(fields, f)
-		}
-		tr.set("routing.additional_fields", fields)
+// additionalFields maps table.fields.additional.placement.
+func (tr *translator) additionalFields() {
+	p := tr.routerPfx
+	v, ok := tr.opt("table.fields.additional.placement")
+	if !ok {
+		return
 	}
-	tr.additionalMissing()
-	expand := tr.boolOpt("table.expand.json.payload", false)
+	var fields []string
+	for f := range strings.SplitSeq(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		af, err := ParseAdditionalField(f)
+		if err != nil {
+			tr.note(p+"table.fields.additional.placement", Unsupported, "%v", err)
+			continue
+		}
+		if af.Placement == PlacePartition && tr.server {
+			tr.note(p+"table.fields.additional.placement", Warning, "partition placement of %q: Debezium Server's Kafka sink leaves the partition to the producer; outboxrelay writes to the column's partition", af.Column)
+		}
+		fields = append(fields, f)
+	}
+	tr.set("routing.additional_fields", fields)
+}
+
+// payloadOptions maps table.expand.json.payload and
+// table.json.payload.null.behavior, and reports whether payloads are
+// expanded.
+func (tr *translator) payloadOptions() (expand bool) {
+	expand = tr.boolOpt("table.expand.json.payload", false)
 	if expand {
 		tr.set("routing.expand_json_payload", true)
 	}
@@ -188,24 +236,30 @@ func (tr *translator) routerOptions() {
 		case "ignore", "optional_bytes":
 			tr.set("routing.json_null_fields", v)
 		default:
-			tr.note(p+"table.json.payload.null.behavior", Unsupported, "%q is not ignore or optional_bytes", v)
+			tr.note(tr.routerPfx+"table.json.payload.null.behavior", Unsupported, "%q is not ignore or optional_bytes", v)
 		}
 	}
+	return expand
+}
+
+// timestampOption maps table.field.event.timestamp, and says what
+// timestamp records get where it differs from Debezium's.
+func (tr *translator) timestampOption() {
 	if v, ok := tr.opt("table.field.event.timestamp"); ok && v != "" {
 		tr.set("routing.timestamp_column", v)
 	} else if !tr.server {
-		tr.note(p+"table.field.event.timestamp", Info, "not set: the record timestamp is the commit time; Debezium's is when it processed the change, which cannot be reproduced")
+		tr.note(tr.routerPfx+"table.field.event.timestamp", Info, "not set: the record timestamp is the commit time; Debezium's is when it processed the change, which cannot be reproduced")
 	}
 	if tr.server {
 		tr.note("debezium.sink.type", Info, "Debezium Server's Kafka sink leaves the record timestamp to the producer (the send time); outboxrelay writes %s",
 			map[bool]string{true: "the timestamp column's value", false: "the commit time"}[tr.t.hasSetting("routing.timestamp_column")])
 	}
-	if tr.boolOpt("route.tombstone.on.empty.payload", false) {
-		tr.set("routing.tombstone_on_empty_payload", true)
-	}
-	if v, ok := tr.opt("table.field.event.schema.version"); ok && v != "" {
-		tr.set("routing.schema_version_column", v)
-	}
+}
+
+// invalidOperation maps table.op.invalid.behavior (and its older name
+// debezium.op.invalid.behavior).
+func (tr *translator) invalidOperation() {
+	p := tr.routerPfx
 	for _, k := range []string{"table.op.invalid.behavior", "debezium.op.invalid.behavior"} {
 		v, ok := tr.opt(k)
 		if !ok {
@@ -224,15 +278,11 @@ func (tr *translator) routerOptions() {
 			tr.note(p+k, Unsupported, "%q is not warn, error or fatal", v)
 		}
 	}
-	tracing, ok := tr.opt("tracing.span.context.field")
-	if !ok {
-		tracing = "tracingspancontext"
-	}
-	tr.set("routing.tracing_column", tracing)
+}
 
-	if pred, ok := tr.opt("predicate"); ok {
-		tr.predicate(pred)
-	}
+// fieldNameAdjustment notes the connector's field name options, which
+// matter only to expanded payloads.
+func (tr *translator) fieldNameAdjustment(expand bool) {
 	for _, k := range []string{"field.name.adjustment.mode", "sanitize.field.names"} {
 		v, ok := tr.get(k)
 		if !ok {
@@ -244,7 +294,6 @@ func (tr *translator) routerOptions() {
 			tr.note(k, Info, "%q: no effect without table.expand.json.payload", v)
 		}
 	}
-	// The router's other options are noted in leftovers.
 }
 
 // predicate checks that the router's predicate selects the outbox table's

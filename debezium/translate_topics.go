@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,70 +73,15 @@ func (tr *translator) topicCreation() {
 		}
 		delete(keys, "groups")
 	}
-	settings := func(group string) topicSettings {
-		var s topicSettings
-		prefix := group + "."
-		for k, v := range keys {
-			opt, ok := strings.CutPrefix(k, prefix)
-			if !ok {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			switch opt {
-			case "partitions", "replication.factor":
-				n, err := strconv.Atoi(v)
-				if err != nil || n < -1 || n == 0 {
-					tr.note(topicCreationPrefix+k, Unsupported, "%q is not a positive number or -1", v)
-					continue
-				}
-				if opt == "partitions" {
-					s.Partitions = n
-				} else {
-					s.ReplicationFactor = n
-				}
-			case "include", "exclude":
-			default:
-				if s.Configs == nil {
-					s.Configs = map[string]string{}
-				}
-				s.Configs[opt] = v
-			}
-		}
-		return s
-	}
-	tc := topicCreation{Enabled: true, topicSettings: settings("default")}
+	tc := topicCreation{Enabled: true, topicSettings: tr.topicGroupSettings(keys, "default")}
 	for _, g := range groupNames {
-		if g == "default" {
-			tr.note(topicCreationPrefix+"groups", Unsupported, "a group may not be named default, which Kafka Connect reserves")
-			continue
+		if tg, ok := tr.topicGroup(keys, g); ok {
+			tc.Groups = append(tc.Groups, tg)
 		}
-		tg := topicGroup{Name: g, topicSettings: settings(g)}
-		for _, which := range []string{"include", "exclude"} {
-			v := keys[g+"."+which]
-			for p := range strings.SplitSeq(v, ",") {
-				if p = strings.TrimSpace(p); p == "" {
-					continue
-				}
-				if _, err := regexp.Compile(`^(?:` + p + `)$`); err != nil {
-					tr.note(topicCreationPrefix+g+"."+which, Unsupported, "pattern %q is not one outboxrelay reads (RE2 syntax, which lacks lookaround and backreferences): %v", p, err)
-					continue
-				}
-				if which == "include" {
-					tg.Include = append(tg.Include, p)
-				} else {
-					tg.Exclude = append(tg.Exclude, p)
-				}
-			}
-		}
-		if len(tg.Include) == 0 {
-			tr.note(topicCreationPrefix+g+".include", Unsupported, "group %q has no include patterns; Kafka Connect requires them", g)
-			continue
-		}
-		tc.Groups = append(tc.Groups, tg)
 	}
 	// Keys of groups not listed in topic.creation.groups are ignored, as
 	// Kafka Connect ignores them.
-	for k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		group, _, _ := strings.Cut(k, ".")
 		if group != "default" && !slices.Contains(groupNames, group) {
 			tr.note(topicCreationPrefix+k, Info, "belongs to no group of topic.creation.groups; ignored, as Kafka Connect does")
@@ -148,4 +94,69 @@ func (tr *translator) topicCreation() {
 	}
 	tr.set("kafka.topic_creation", &n)
 	tr.note(topicCreationPrefix+"default", Info, "kafka.topic_creation: the relay creates each topic before its first record, with the first matching group's settings or the default group's")
+}
+
+// topicGroupSettings reads a group's partitions, replication factor and
+// topic configs from keys (topic.creation.* with the prefix cut).
+func (tr *translator) topicGroupSettings(keys map[string]string, group string) topicSettings {
+	var s topicSettings
+	prefix := group + "."
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		opt, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		v := strings.TrimSpace(keys[k])
+		switch opt {
+		case "partitions", "replication.factor":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < -1 || n == 0 {
+				tr.note(topicCreationPrefix+k, Unsupported, "%q is not a positive number or -1", v)
+				continue
+			}
+			if opt == "partitions" {
+				s.Partitions = n
+			} else {
+				s.ReplicationFactor = n
+			}
+		case "include", "exclude":
+		default:
+			if s.Configs == nil {
+				s.Configs = map[string]string{}
+			}
+			s.Configs[opt] = v
+		}
+	}
+	return s
+}
+
+// topicGroup reads the group g of topic.creation.groups: its include and
+// exclude patterns and its settings; false when it cannot be used.
+func (tr *translator) topicGroup(keys map[string]string, g string) (topicGroup, bool) {
+	if g == "default" {
+		tr.note(topicCreationPrefix+"groups", Unsupported, "a group may not be named default, which Kafka Connect reserves")
+		return topicGroup{}, false
+	}
+	tg := topicGroup{Name: g, topicSettings: tr.topicGroupSettings(keys, g)}
+	for _, which := range []string{"include", "exclude"} {
+		for p := range strings.SplitSeq(keys[g+"."+which], ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			if _, err := regexp.Compile(`^(?:` + p + `)$`); err != nil {
+				tr.note(topicCreationPrefix+g+"."+which, Unsupported, "pattern %q is not one outboxrelay reads (RE2 syntax, which lacks lookaround and backreferences): %v", p, err)
+				continue
+			}
+			if which == "include" {
+				tg.Include = append(tg.Include, p)
+			} else {
+				tg.Exclude = append(tg.Exclude, p)
+			}
+		}
+	}
+	if len(tg.Include) == 0 {
+		tr.note(topicCreationPrefix+g+".include", Unsupported, "group %q has no include patterns; Kafka Connect requires them", g)
+		return topicGroup{}, false
+	}
+	return tg, true
 }

@@ -67,11 +67,11 @@ func TestDebeziumPreciseNumeric(t *testing.T) {
 		`"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null}],` +
 		`"connect.name":"dbserver1.inventory.outboxevent.Order.Value"}`
 	// JsonSchemaData (decimal_test.go, TestJSONSchemaPreciseNumeric): the
-	// properties in the order of everit's copy of JsonSchemaData's
-	// HashMap, a table of 4 (javahash.go): payload, amount, ratio.
+	// properties in the order of the HashMap everit's ObjectSchema.Builder
+	// put them in, a table of 16 (javahash.go): amount, payload, ratio.
 	const jsonSRSchema = `{"type":"object","title":"dbserver1.inventory.outboxevent.Order.Value","properties":{` +
-		`"payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},` +
 		`"amount":{"connect.index":1,"oneOf":[{"type":"null"},{"type":"string","title":"org.apache.kafka.connect.data.Decimal","connect.version":1,"connect.type":"bytes","connect.parameters":{"scale":"2","connect.decimal.precision":"10"}}]},` +
+		`"payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]},` +
 		`"ratio":{"connect.index":2,"oneOf":[{"type":"null"},{"type":"object","title":"io.debezium.data.VariableScaleDecimal","description":"Variable scaled decimal","connect.version":1,"properties":{` +
 		`"scale":{"type":"integer","connect.index":0,"connect.type":"int32"},"value":{"type":"string","connect.index":1,"connect.type":"bytes"}}}]}}}`
 	for _, tc := range []struct {

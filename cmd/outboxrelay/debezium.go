@@ -34,7 +34,9 @@ connector JSON ({"name": ..., "config": {...}} or the config object alone),
 a connector .properties file, or a Debezium Server application.properties.
 Prints the equivalent outboxrelay configuration (YAML) with a note for every
 option that is not simply mapped, and exits 1 when an option cannot be
-honoured. The database password is left out; run --debezium-config FILE
+honoured. Kafka Connect's transforms after the outbox router appear as
+routing.transforms and routing.predicates, and a note names the chain.
+The database password is left out; run --debezium-config FILE
 uses the file as it is.
 `,
 	docs: "docs/debezium.md",

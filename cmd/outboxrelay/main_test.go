@@ -111,7 +111,7 @@ func (r result) String() string {
 
 // docsPages are the pages of docs/ that `outboxrelay --help` names.
 var docsPages = []string{
-	"docs/getting-started.md", "docs/configuration.md", "docs/debezium.md", "docs/operations.md",
+	"docs/getting-started.md", "docs/configuration.md", "docs/debezium.md", "docs/schema-registry.md", "docs/operations.md",
 	"docs/poller.md", "docs/guarantees.md", "docs/architecture.md", "docs/performance.md",
 }
 

@@ -39,6 +39,7 @@ Documentation, in docs/ of the source repository:
                             config-reference)
   docs/debezium.md          migrating from Debezium, and the compatibility table (debezium,
                             run --debezium-config)
+  docs/schema-registry.md   Avro, JSON Schema and Protobuf with a Schema Registry
   docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
   docs/poller.md            source: poll (poll-ddl)
   docs/guarantees.md        ordering and delivery, and what each fault does

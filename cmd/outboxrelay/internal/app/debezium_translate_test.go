@@ -405,8 +405,53 @@ func TestTranslateOptions(t *testing.T) {
 		{name: "decimal.format NUMERIC", opts: map[string]string{"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.decimal.format": "NUMERIC"},
 			notes: []note{{"value.converter.decimal.format", debezium.Unsupported, "BASE64"}}},
 		{name: "decimal.format BASE64", opts: map[string]string{"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.decimal.format": "base64"}},
-		{name: "another transform", opts: map[string]string{"transforms": "unwrap,outbox", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState", "transforms.unwrap.drop.tombstones": "false"},
-			notes: []note{{"transforms.unwrap", debezium.Unsupported, "ExtractNewRecordState"}}},
+		// PostgresConnectorConfig at the v3.x.0.Final tags: lsn.flush.mode
+		// came in 3.4 and replaced flush.lsn.source (resolveLsnFlushMode
+		// reads the old key only without the new one); offset.mismatch.
+		// strategy in 3.4; publish.via.partition.root in 3.2; the never
+		// snapshot mode went in 3.3 (SnapshotMode).
+		{name: "lsn.flush.mode", opts: map[string]string{"lsn.flush.mode": "Connector_And_Driver"},
+			notes: []note{{"lsn.flush.mode", debezium.Info, "keepalives, as connector_and_driver does"}}},
+		{name: "lsn.flush.mode manual", opts: map[string]string{"lsn.flush.mode": "manual"},
+			notes: []note{{"lsn.flush.mode", debezium.Warning, "always confirms"}}},
+		{name: "flush.lsn.source, deprecated", opts: map[string]string{"flush.lsn.source": "false"},
+			notes: []note{{"flush.lsn.source", debezium.Info, "deprecated in Debezium 3.4 for lsn.flush.mode; read as lsn.flush.mode=manual"}, {"flush.lsn.source", debezium.Warning, "always confirms"}}},
+		{name: "flush.lsn.source beside lsn.flush.mode", opts: map[string]string{"flush.lsn.source": "false", "lsn.flush.mode": "connector"},
+			notes: []note{{"flush.lsn.source", debezium.Info, "ignore it beside lsn.flush.mode"}, {"lsn.flush.mode", debezium.Info, "connector:"}}},
+		{name: "lsn.flush.mode misspelt", opts: map[string]string{"lsn.flush.mode": "driver"},
+			notes: []note{{"lsn.flush.mode", debezium.Unsupported, "connector_and_driver"}}},
+		{name: "lsn.flush.timeout", opts: map[string]string{"lsn.flush.timeout.ms": "5000", "lsn.flush.timeout.action": "warn"},
+			notes: []note{{"lsn.flush.timeout.ms", debezium.Info, "wait for no answer"}, {"lsn.flush.timeout.action", debezium.Info, "wait for no answer"}}},
+		{name: "offset.mismatch.strategy", opts: map[string]string{"offset.mismatch.strategy": "trust_greater_lsn", "internal.slot.seek.to.known.offset.on.start": "true"},
+			notes: []note{{"offset.mismatch.strategy", debezium.Info, "Debezium 3.4 and later"}, {"internal.slot.seek.to.known.offset.on.start", debezium.Info, "deprecated in Debezium 3.4"}}},
+		{name: "publish.via.partition.root", opts: map[string]string{"publish.via.partition.root": "true"},
+			notes: []note{{"publish.via.partition.root", debezium.Warning, "publish_via_partition_root = true"}}},
+		{name: "snapshot mode never, removed in 3.3", opts: map[string]string{"snapshot.mode": "never"},
+			want:  map[string]any{"cdc.snapshot": "never"},
+			notes: []note{{"snapshot.mode", debezium.Info, "removed in Debezium 3.3"}}},
+		{name: "snapshot mode in capitals", opts: map[string]string{"snapshot.mode": " NO_DATA "}, want: map[string]any{"cdc.snapshot": "never"}},
+		{name: "snapshot mode of another connector", opts: map[string]string{"snapshot.mode": "when_needed_no_data"},
+			notes: []note{{"snapshot.mode", debezium.Unsupported, "SQL Server"}}},
+		{name: "options added in 3.2 to 3.6", opts: map[string]string{"guardrail.collections.max": "10", "queue.provider.type": "x", "executor.shutdown.timeout.ms": "1"},
+			notes: []note{{"guardrail.collections.max", debezium.Info, "3.3 (guardrail)"}, {"queue.provider.type", debezium.Info, "3.6"}, {"executor.shutdown.timeout.ms", debezium.Info, "3.2"}}},
+		{name: "a transform before the router", opts: map[string]string{"transforms": "unwrap,outbox", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState", "transforms.unwrap.drop.tombstones": "false"},
+			notes: []note{{"transforms.unwrap", debezium.Unsupported, "comes before the outbox router"}}},
+		{name: "Kafka Connect's transforms after the router", opts: map[string]string{"transforms": "outbox,route,stamp,skip",
+			"transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter", "transforms.route.regex": "(.*)", "transforms.route.replacement": "x.$1",
+			"transforms.stamp.type": "InsertHeader", "transforms.stamp.header": "h", "transforms.stamp.value.literal": "v",
+			"transforms.skip.type": "org.apache.kafka.connect.transforms.Filter", "transforms.skip.predicate": "t", "transforms.skip.negate": "true",
+			"predicates": "t", "predicates.t.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey", "predicates.t.name": "h"},
+			notes: []note{{"transforms", debezium.Info, "route (RegexRouter); then stamp (InsertHeader); then skip (Filter) where not matched by t"}}},
+		{name: "a transform outboxrelay does not apply", opts: map[string]string{"transforms": "outbox,cast", "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value", "transforms.cast.spec": "int32"},
+			notes: []note{{"transforms.cast", debezium.Unsupported, "after the outbox router outboxrelay applies Kafka Connect's"}}},
+		{name: "a struct transform on the payload column", opts: map[string]string{"transforms": "outbox,ins", "transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value", "transforms.ins.topic.field": "t"},
+			notes: []note{{"transforms.ins", debezium.Unsupported, "fails on every record with a payload"}}},
+		{name: "a struct transform on an envelope", opts: map[string]string{"transforms": "outbox,ins", "transforms.outbox.table.fields.additional.placement": "type:envelope",
+			"transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value", "transforms.ins.topic.field": "t"},
+			notes: []note{{"transforms", debezium.Info, "ins (InsertField$Value)"}}},
+		{name: "an option the transform does not have", opts: map[string]string{"transforms": "outbox,r", "transforms.r.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+			"transforms.outbox.table.fields.additional.placement": "type:envelope", "transforms.r.blacklist": "type"},
+			notes: []note{{"transforms.r", debezium.Unsupported, "option blacklist is not one outboxrelay reads"}}},
 		{name: "no outbox router", opts: map[string]string{"transforms": "-", "transforms.outbox.type": "-"},
 			notes: []note{{"transforms", debezium.Unsupported, "EventRouter"}}},
 		{name: "predicate selecting the outbox table", opts: map[string]string{"transforms.outbox.predicate": "isOutbox", "predicates": "isOutbox",
@@ -631,5 +676,46 @@ func TestDocsCompatibilityTable(t *testing.T) {
 	}
 	if want := debezium.CompatibilityTable(); !strings.Contains(string(page), want) {
 		t.Errorf("docs/debezium.md's compatibility table is out of date; replace it with the output of `go run ./cmd/outboxrelay debezium compatibility`:\n%s", want)
+	}
+}
+
+// TestTranslateCurrentDebezium: a connector written for Debezium 3.6,
+// with the options 3.2 to 3.6 added or renamed (PostgresConnectorConfig,
+// CommonConnectorConfig and EventRouterConfigDefinition at v3.6.0.Final),
+// translates to a configuration that runs, and no option of it is taken
+// for an unknown one.
+func TestTranslateCurrentDebezium(t *testing.T) {
+	tr := translate(t, baseConnector(map[string]string{
+		"snapshot.mode":                                       "no_data",
+		"lsn.flush.mode":                                      "connector_and_driver",
+		"lsn.flush.timeout.ms":                                "30000",
+		"lsn.flush.timeout.action":                            "fail",
+		"offset.mismatch.strategy":                            "trust_slot",
+		"publish.via.partition.root":                          "false",
+		"extended.headers.enabled":                            "true",
+		"guardrail.collections.max":                           "100",
+		"guardrail.collections.limit.action":                  "warn",
+		"connection.validation.timeout.ms":                    "60000",
+		"executor.shutdown.timeout.ms":                        "4000",
+		"snapshot.max.threads.multiplier":                     "1",
+		"legacy.snapshot.max.threads":                         "false",
+		"queue.provider.type":                                 "default",
+		"statistics.metrics.enabled":                          "true",
+		"transforms.outbox.table.field.additional.missing":    "ignore",
+		"transforms.outbox.table.fields.additional.placement": "type:header:eventType",
+	}), debezium.Env{})
+	if err := tr.Err(); err != nil {
+		t.Fatalf("Err() = %v; notes:\n%s", err, notesText(tr))
+	}
+	for _, n := range tr.Notes {
+		if strings.Contains(n.Text, "unknown") {
+			t.Errorf("%s is taken for an unknown option: %s", n.Option, n)
+		}
+	}
+	if v, _ := tr.Setting("cdc.snapshot"); v != "never" {
+		t.Errorf("cdc.snapshot = %v, want never", v)
+	}
+	if v, _ := tr.Setting("routing.additional_fields_required"); v != false {
+		t.Errorf("routing.additional_fields_required = %v, want false", v)
 	}
 }

@@ -109,7 +109,7 @@ func checkRegistry(ctx context.Context, r *Report, cfg *config.Config, o options
 		r.add(Fail, CheckRegistrySchema, "cannot read the compatibility level: "+errors.Join(failed...).Error(), "the user needs read access to the subjects' config")
 	case len(missing) > 0 && rc.Registry.NoAutoRegister:
 		r.add(Fail, CheckRegistrySchema, fmt.Sprintf("auto_register is false and no schema is registered under %s", strings.Join(missing, ", ")),
-			"register the schemas (outboxrelay registers what Confluent's AvroConverter would; see docs/debezium.md#avro-with-a-schema-registry), or set schema_registry.auto_register true")
+			"register the schemas (outboxrelay registers what Confluent's AvroConverter would; see docs/schema-registry.md#avro-with-a-schema-registry), or set schema_registry.auto_register true")
 	default:
 		r.pass(CheckRegistrySchema, "compatibility: %s", strings.Join(levels, ", "))
 	}

@@ -11,7 +11,7 @@ import (
 
 // SchemaRegistry is the Schema Registry that routing.key_format or
 // routing.value_format avro registers its schemas in, as Confluent's
-// AvroConverter does (docs/debezium.md#avro-with-a-schema-registry).
+// AvroConverter does (docs/schema-registry.md#avro-with-a-schema-registry).
 type SchemaRegistry struct {
 	URL                 string            `yaml:"url" doc:"Base URL of a Confluent-compatible Schema Registry (Confluent, Apicurio's ccompat API, Redpanda, Karapace); several, comma-separated, are tried in turn; a user:password@ in it is used for basic auth unless username is set (basic.auth.credentials.source URL). Required with format avro, json_sr or protobuf (schema.registry.url)." default:"(none)"`
 	Username            string            `yaml:"username" doc:"User for HTTP basic auth (basic.auth.user.info before the colon)." default:"(none)"`
