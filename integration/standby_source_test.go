@@ -158,11 +158,10 @@ func TestStandbySourceRefusals(t *testing.T) {
 			if code := p.exit(t, time.Minute); code != 1 {
 				t.Errorf("exit code %d of the relay that refused the standby, want 1", code)
 			}
-			out := p.out.String()
-			t.Logf("the relay's last line:\n%s", lastLines(out, 1))
+			out, reason := p.out.String(), p.stopReason(t)
 			for _, want := range tc.want {
-				if !strings.Contains(lastLines(out, 1), want) {
-					t.Errorf("the relay's error does not say %q:\n%s", want, out)
+				if !strings.Contains(reason, want) {
+					t.Errorf("the error the relay stopped with does not say %q: %s\n%s", want, reason, out)
 				}
 			}
 			var slots int
