@@ -247,6 +247,36 @@ func (p *PostgresProbe) queryOn(ctx context.Context, conn *pgx.Conn) probeResult
 	return r
 }
 
+// SlotState is what the probe last learnt of the replication slot.
+type SlotState struct {
+	// Name is the slot's; empty for a probe of no slot (the poller).
+	Name string
+	// Err is why PostgreSQL did not answer; the rest is then unknown.
+	Err error
+	// Found: the slot exists. Active: a session streams from it.
+	Found, Active bool
+	// LagBytes is the WAL it holds back; ConfirmedFlushLSN its
+	// confirmed_flush_lsn. Nil when not known.
+	LagBytes, ConfirmedFlushLSN *uint64
+	Headroom
+}
+
+// Slot returns what the probe knows of the slot, at most a second old
+// (it may query).
+func (p *PostgresProbe) Slot(ctx context.Context) SlotState {
+	r := p.probe(ctx)
+	s := SlotState{Name: p.slot, Err: r.err, Found: r.found, Active: r.active, Headroom: r.headroom}
+	u := func(f *float64) *uint64 {
+		if f == nil {
+			return nil
+		}
+		v := uint64(max(*f, 0))
+		return &v
+	}
+	s.LagBytes, s.ConfirmedFlushLSN = u(r.lag), u(r.confirmed)
+	return s
+}
+
 // Check is a readiness check: nil when PostgreSQL answers and, with a
 // slot, a session streams from it.
 func (p *PostgresProbe) Check(ctx context.Context) error {
