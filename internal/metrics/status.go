@@ -55,6 +55,9 @@ type Status struct {
 	// Rate is the rate of acknowledged records, one sample every
 	// [RateInterval], oldest first, at most [RateSamples].
 	Rate []RateSample
+	// ConfirmedLSN is the position the source confirms ([LSNConfirmer]);
+	// nil for a source without one.
+	ConfirmedLSN *uint64
 }
 
 // Failure is an error and when it happened.
@@ -153,6 +156,7 @@ func (m *Metrics) Status(ctx context.Context) Status {
 		Rate:          st.rate.values(),
 	}
 	s.SourceUp, s.SourceStandby = m.upLocked()
+	lsn := m.stats.lsn
 	if st.lastFailure.Err != nil {
 		f := st.lastFailure
 		s.LastFailure = &f
@@ -166,6 +170,10 @@ func (m *Metrics) Status(ctx context.Context) Status {
 		s.LastAcknowledged = &a
 	}
 	m.mu.Unlock()
+	if lsn != nil {
+		v := uint64(lsn.ConfirmedLSN())
+		s.ConfirmedLSN = &v
+	}
 	// Newest first.
 	for i, j := 0, len(s.DeadLetters)-1; i < j; i, j = i+1, j-1 {
 		s.DeadLetters[i], s.DeadLetters[j] = s.DeadLetters[j], s.DeadLetters[i]
