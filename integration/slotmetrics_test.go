@@ -109,15 +109,15 @@ func checkWALStatus(t *testing.T, mfs map[string]*dto.MetricFamily, slot, want s
 }
 
 // checkFailoverGauge: the failover gauge is there from PostgreSQL 17 on,
-// 0 for a slot the relay made without cdc.failover_slot, and absent
-// before; synced is absent on a primary.
+// 1 for the slot the relay made (cdc.failover_slot defaults to true
+// there), and absent before; synced is absent on a primary.
 func checkFailoverGauge(t *testing.T, mfs map[string]*dto.MetricFamily, slot, url string) {
 	t.Helper()
 	major := serverMajor(context.Background(), t, url)
 	v, ok := value(mfs, "outboxrelay_replication_slot_failover", "slot", slot)
 	switch {
-	case major >= 17 && (!ok || v != 0):
-		t.Errorf("PostgreSQL %d: failover = %v (exported: %v), want 0", major, v, ok)
+	case major >= 17 && (!ok || v != 1):
+		t.Errorf("PostgreSQL %d: failover = %v (exported: %v), want 1", major, v, ok)
 	case major < 17 && ok:
 		t.Errorf("PostgreSQL %d has no failover slots, yet failover = %v", major, v)
 	}
