@@ -5,7 +5,7 @@ import "time"
 // Observer is told what the runner does, at the points that matter to
 // whoever watches it from outside (metrics, health probes): a run of the
 // source started or ended, a batch taken and then handed to the sink, a
-// dead letter acknowledged. It adds no goroutine and no channel to an
+// dead letter acknowledged, a failed run restarted. It adds no goroutine and no channel to an
 // event's way: each method is called in the middle of the work it
 // reports, from the goroutine its comment names, so none may block: record
 // what it needs and return.
