@@ -27,7 +27,10 @@ func (o *observed) SourceStarted()          { o.add("started") }
 func (o *observed) SourceStopped(err error) { o.add(fmt.Sprintf("stopped: %v", err)) }
 func (o *observed) BatchTaken(n int)        { o.add(fmt.Sprintf("taken %d", n)) }
 func (o *observed) BatchHandedOver()        { o.add("handed over") }
-func (o *observed) DeadLettered()           { o.add("dead lettered") }
+func (o *observed) DeadLettered(d DeadLetter) {
+	o.add(fmt.Sprintf("dead lettered %s (%s): %s", d.EventID, d.Topic, d.Reason))
+}
+func (o *observed) RunFailed(err error, _ time.Duration) { o.add(fmt.Sprintf("failed: %v", err)) }
 
 // log returns the calls whose text starts with one of prefixes.
 func (o *observed) log(prefixes ...string) []string {
@@ -47,8 +50,8 @@ func (o *observed) log(prefixes ...string) []string {
 
 // TestRunnerObserver: the runner tells its Observer of every run of the
 // source, with how it ended, of every batch it takes and when it is done
-// handing it to the sink, and of a dead letter only once Kafka has
-// acknowledged it.
+// handing it to the sink, of a dead letter (its id, topic and reason) only
+// once Kafka has acknowledged it, and of the failed run it restarts from.
 func TestRunnerObserver(t *testing.T) {
 	k := newBroker()
 	// The first dead letter record is lost on its way; the run fails and
@@ -82,7 +85,8 @@ func TestRunnerObserver(t *testing.T) {
 	// The runner's goroutine: each batch taken, then handed over; the dead
 	// letter acknowledged (inside Publish, with this sink) in the second run
 	// only.
-	batches := []string{"taken 2", "handed over", "taken 1", "handed over", "taken 2", "handed over", "taken 1", "dead lettered", "handed over"}
+	batches := []string{"taken 2", "handed over", "taken 1", "handed over", "taken 2", "handed over", "taken 1",
+		`dead lettered bad (): column "aggregateid" is missing or NULL`, "handed over"}
 	if got := obs.log("taken", "handed", "dead"); !slices.Equal(got, batches) {
 		t.Errorf("batch hooks %q; want %q", got, batches)
 	}
@@ -92,10 +96,15 @@ func TestRunnerObserver(t *testing.T) {
 	if got := obs.log("started", "stopped"); !slices.Equal(got, sources) {
 		t.Errorf("source hooks %q; want %q", got, sources)
 	}
+	// The first run failed on the lost dead letter record, once.
+	if got := obs.log("failed"); len(got) != 1 || !strings.Contains(got[0], "broker gone") {
+		t.Errorf("RunFailed %q; want the first run's failure, naming the broker's error, once", got)
+	}
 }
 
 // TestRunnerObserverSourceError: SourceStopped carries what the source's
-// Run returned, before the runner restarts it.
+// Run returned, and RunFailed the failure the runner restarts from, before
+// it restarts the source.
 func TestRunnerObserverSourceError(t *testing.T) {
 	errLost := errors.New("connection reset by peer")
 	var mu sync.Mutex
@@ -123,8 +132,8 @@ func TestRunnerObserverSourceError(t *testing.T) {
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []string{"started", "stopped: " + errLost.Error(), "started", "stopped: <nil>"}
-	if got := obs.log("started", "stopped"); !slices.Equal(got, want) {
+	want := []string{"started", "stopped: " + errLost.Error(), "failed: " + errLost.Error(), "started", "stopped: <nil>"}
+	if got := obs.log("started", "stopped", "failed"); !slices.Equal(got, want) {
 		t.Errorf("source hooks %q; want %q", got, want)
 	}
 }

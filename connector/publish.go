@@ -118,7 +118,7 @@ func (r *Runner) sendDeadLetter(ctx context.Context, t *tracker, p *pending, dl 
 			err = &EventError{EventID: cause.EventID, Origin: cause.Origin, Err: refused}
 		}
 		if err == nil {
-			r.obs.DeadLettered()
+			r.obs.DeadLettered(deadLetterOf(dl, cause))
 		}
 		p.ack(err)
 	})

@@ -205,6 +205,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
+		r.obs.RunFailed(err, wait)
 		if d.verdict == quarantine {
 			r.log.Warn("the source set aside an event that cannot be published; restarting it", "event_id", d.event.EventID, "origin", d.event.Origin, "retry_in", wait)
 		} else {

@@ -113,6 +113,7 @@ func TestDashboard(t *testing.T) {
 		"active (source running)": "outboxrelay_source_up",
 		"slot lost, by cause":     "outboxrelay_replication_slot_losses_total",
 		"stopped on a lost slot":  "outboxrelay_replication_slot_lost",
+		"slot WAL headroom":       "outboxrelay_replication_slot_safe_wal_size_bytes",
 	} {
 		if !strings.Contains(exprs.String(), metric+"{") {
 			t.Errorf("the dashboard does not show %s (%s)", what, metric)

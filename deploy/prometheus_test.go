@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,10 +21,12 @@ import (
 const (
 	alertsFile     = "prometheus/alerts.yaml"
 	alertTestsFile = "prometheus/alerts_test.yaml"
-	runbooksFile   = "../docs/runbooks.md"
+	// runbooksGlob are the runbook pages: the relay and its slot
+	// (runbooks.md), events on their way to Kafka (runbooks-publishing.md).
+	runbooksGlob = "../docs/runbooks*.md"
 	// runbookBase is where every alert's runbook_url points, followed by
-	// the anchor of its section.
-	runbookBase = "https://github.com/outboxrelay/outboxrelay/blob/main/docs/runbooks.md#"
+	// the page and the anchor of its section.
+	runbookBase = "https://github.com/outboxrelay/outboxrelay/blob/main/docs/"
 )
 
 // ruleFile is a Prometheus rule file, as far as these tests read it.
@@ -147,39 +150,26 @@ func TestEveryAlertIsTested(t *testing.T) {
 }
 
 // TestAlertsHaveRunbooks checks that every alert has a summary, a
-// severity and a runbook_url pointing at a section of docs/runbooks.md
-// that exists (by GitHub's anchor rules), and that every section of the
-// runbooks belongs to an alert or says it is general.
+// severity and a runbook_url pointing at a section of one of the runbook
+// pages, docs/runbooks*.md, that exists (by GitHub's anchor rules), and
+// that every section of those pages belongs to an alert or says it is
+// general.
 func TestAlertsHaveRunbooks(t *testing.T) {
-	doc, err := os.ReadFile(runbooksFile)
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob(runbooksGlob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no runbook pages %s (%v)", runbooksGlob, err)
 	}
-	anchors := map[string]bool{}
-	seen := map[string]int{}
-	type section struct{ heading, anchor, body string }
-	var sections []section // the ## sections
-	lines := strings.Split(string(doc), "\n")
-	inFence := false
-	for i, l := range lines {
-		if strings.HasPrefix(l, "```") {
-			inFence = !inFence
+	type section struct{ page, heading, anchor, body string }
+	var sections []section       // the ## sections of every page
+	anchors := map[string]bool{} // page + "#" + anchor
+	for _, f := range files {
+		page := filepath.Base(f)
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
 		}
-		m := regexp.MustCompile(`^(#{1,6}) +(.+?) *#* *$`).FindStringSubmatch(l)
-		if inFence || m == nil {
-			continue
-		}
-		a := githubAnchor(m[2], seen)
-		anchors[a] = true
-		if len(m[1]) == 2 {
-			end := len(lines)
-			for j := i + 1; j < len(lines); j++ {
-				if strings.HasPrefix(lines[j], "## ") {
-					end = j
-					break
-				}
-			}
-			sections = append(sections, section{m[2], a, strings.Join(lines[i+1:end], "\n")})
+		for _, s := range runbookSections(string(doc), func(a string) { anchors[page+"#"+a] = true }) {
+			sections = append(sections, section{page, s[0], s[1], s[2]})
 		}
 	}
 
@@ -193,28 +183,59 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		if a.Annotations["summary"] == "" || a.Annotations["description"] == "" {
 			t.Errorf("%s: no summary or description", a.Alert)
 		}
-		anchor, ok := strings.CutPrefix(a.Annotations["runbook_url"], runbookBase)
+		target, ok := strings.CutPrefix(a.Annotations["runbook_url"], runbookBase)
 		if !ok {
 			t.Errorf("%s: runbook_url %q does not start with %s", a.Alert, a.Annotations["runbook_url"], runbookBase)
 			continue
 		}
-		if !anchors[anchor] {
-			t.Errorf("%s: runbook_url anchor #%s is no heading of %s", a.Alert, anchor, runbooksFile)
+		if !anchors[target] {
+			t.Errorf("%s: runbook_url %s is no heading of the runbook pages %s", a.Alert, target, runbooksGlob)
 		}
-		byAnchor[anchor] = a.Alert
+		byAnchor[target] = a.Alert
 	}
 	for _, s := range sections {
-		alert, ok := byAnchor[s.anchor]
+		alert, ok := byAnchor[s.page+"#"+s.anchor]
 		switch {
 		case ok && s.heading != alert:
 			t.Errorf("section %q is the runbook of %s; give it the alert's name as its heading", s.heading, alert)
 		case !ok && !strings.Contains(s.body, "<!-- general -->"):
-			t.Errorf("section %q of %s belongs to no alert; link it from one, or mark it <!-- general -->", s.heading, runbooksFile)
+			t.Errorf("section %q of %s belongs to no alert; link it from one, or mark it <!-- general -->", s.heading, s.page)
 		}
 		if ok && !strings.HasPrefix(strings.TrimSpace(s.body), "**What it means.**") {
 			t.Errorf("runbook %s does not open with what the alert means (**What it means.**)", s.heading)
 		}
 	}
+}
+
+// runbookSections returns the ## sections of a runbook page as heading,
+// anchor and body, and tells anchor every heading's anchor.
+func runbookSections(doc string, anchor func(string)) [][3]string {
+	seen := map[string]int{}
+	var sections [][3]string
+	lines := strings.Split(doc, "\n")
+	inFence := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			inFence = !inFence
+		}
+		m := regexp.MustCompile(`^(#{1,6}) +(.+?) *#* *$`).FindStringSubmatch(l)
+		if inFence || m == nil {
+			continue
+		}
+		a := githubAnchor(m[2], seen)
+		anchor(a)
+		if len(m[1]) == 2 {
+			end := len(lines)
+			for j := i + 1; j < len(lines); j++ {
+				if strings.HasPrefix(lines[j], "## ") {
+					end = j
+					break
+				}
+			}
+			sections = append(sections, [3]string{m[2], a, strings.Join(lines[i+1:end], "\n")})
+		}
+	}
+	return sections
 }
 
 // githubAnchor is the id GitHub gives a Markdown heading: the text in

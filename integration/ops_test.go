@@ -471,6 +471,13 @@ func TestOpsReadinessFollowsPostgres(t *testing.T) {
 	if up, _ := value(a.scrape(t), "outboxrelay_postgres_up"); up != 0 {
 		t.Errorf("postgres_up = %v with PostgreSQL stopped", up)
 	}
+	// The status page and its JSON say so too, and are searched for the
+	// password below with every other answer.
+	for _, path := range []string{"/", "/status"} {
+		if status, body := a.get(t, path); status != http.StatusOK || !strings.Contains(body, "PostgreSQL does not answer") {
+			t.Errorf("GET %s with PostgreSQL stopped = %d, want 200 saying PostgreSQL does not answer:\n%s", path, status, body)
+		}
+	}
 
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)

@@ -92,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return initCmd(ctx, rest, stdout, stderr)
 	case "check":
 		return checkCmd(ctx, rest, stdout, stderr)
+	case "status":
+		return statusCmd(ctx, rest, stdout, stderr)
 	case "config-dump":
 		return configDump(rest, stdout, stderr)
 	case "config-reference":

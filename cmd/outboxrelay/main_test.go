@@ -112,7 +112,7 @@ func (r result) String() string {
 // docsPages are the pages of docs/ that `outboxrelay --help` names.
 var docsPages = []string{
 	"docs/getting-started.md", "docs/configuration.md", "docs/debezium.md", "docs/schema-registry.md", "docs/operations.md",
-	"docs/poller.md", "docs/guarantees.md", "docs/architecture.md", "docs/performance.md",
+	"docs/poller.md", "docs/guarantees.md", "docs/architecture.md", "docs/performance.md", "docs/status.md",
 }
 
 // TestHelp: -h, -help and --help on every command print its usage, naming
@@ -139,6 +139,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"poll-ddl", "-help"}, "Usage: outboxrelay poll-ddl", "docs/poller.md"},
 		{[]string{"init", "--help"}, "Usage: outboxrelay init", "docs/operations.md"},
 		{[]string{"check", "-h"}, "Usage: outboxrelay check", "docs/operations.md"},
+		{[]string{"status", "-h"}, "Usage: outboxrelay status", "docs/status.md"},
+		{[]string{"help", "status"}, "Usage: outboxrelay status", "docs/status.md"},
 		{[]string{"backfill", "-h"}, "Usage: outboxrelay backfill", "docs/guarantees.md#recovering-the-gap-outboxrelay-backfill"},
 		{[]string{"config-dump", "--help"}, "Usage: outboxrelay config-dump", "docs/operations.md"},
 		{[]string{"config-reference", "-h"}, "Usage: outboxrelay config-reference", "docs/configuration.md"},
@@ -192,6 +194,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"poll-ddl", "--table", "x"}, "Usage: outboxrelay poll-ddl", "outboxrelay poll-ddl: flag provided but not defined: -table"},
 		{[]string{"init", "--aply"}, "Usage: outboxrelay init", "outboxrelay init: flag provided but not defined: -aply"},
 		{[]string{"check", "--timeout", "soon"}, "Usage: outboxrelay check", `outboxrelay check: invalid value "soon" for flag -timeout`},
+		{[]string{"status", "--bogus"}, "Usage: outboxrelay status", "outboxrelay status: flag provided but not defined: -bogus"},
+		{[]string{"status", "relay.yaml"}, "Usage: outboxrelay status", `outboxrelay status: unexpected argument "relay.yaml"`},
 		{[]string{"backfill", "--config", "x.yaml"}, "Usage: outboxrelay backfill", "outboxrelay backfill: give exactly one of --after-checkpoint, --since TIME and --all"},
 		{[]string{"backfill", "--all", "--after-checkpoint"}, "Usage: outboxrelay backfill", "give exactly one of"},
 		{[]string{"backfill", "--since", "yesterday"}, "Usage: outboxrelay backfill", `--since "yesterday" is not an RFC 3339 time`},
@@ -278,7 +282,7 @@ kafka:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{"run", "check", "config-dump"} {
+	for _, cmd := range []string{"run", "check", "config-dump", "status"} {
 		t.Run(cmd, func(t *testing.T) {
 			r := execute(t, bin, cmd, "--config", path)
 			for _, want := range []string{`source: "cdcx" is not cdc or poll`, "poll.buckets: 3 is not a power of two"} {

@@ -22,6 +22,8 @@ Commands:
   init --config FILE               print the SQL that sets up the database (table, publication, slot,
                                    role); --apply runs it
   check --config FILE              check PostgreSQL and Kafka for the configuration; exits 1 on a failure
+  status --config FILE             where the relay stands: from the running relay, else from PostgreSQL
+                                   and the checkpoint topic; exits 1 when it is not ready or not running
   config-dump --config FILE        print the effective configuration, secrets hidden
   config-reference                 print the configuration keys as a Markdown table
   version                          print the version, the commit it was built from and the Go version
@@ -41,6 +43,7 @@ Documentation, in docs/ of the source repository:
                             run --debezium-config)
   docs/schema-registry.md   Avro, JSON Schema and Protobuf with a Schema Registry
   docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
+  docs/status.md            the status page on http.listen and outboxrelay status, the JSON of /status
   docs/poller.md            source: poll (poll-ddl)
   docs/guarantees.md        ordering and delivery, and what each fault does
   docs/architecture.md      how an event travels to Kafka and its acknowledgement back

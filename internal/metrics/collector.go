@@ -55,7 +55,7 @@ func (c relayCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	inFlight, stats, slot := m.inflight.n, m.stats, m.slot
+	inFlight, stats := m.inflight.n, m.stats
 	m.observeLocked()
 	running, standby := m.upLocked()
 	m.mu.Unlock()
@@ -74,30 +74,14 @@ func (c relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(standbyDesc, prometheus.GaugeValue, waiting)
 
-	oldest := m.oldestCommit()
-	if slot != nil && !running {
-		// The relay holds nothing while it is down, yet events wait in
-		// the slot: they are at least as old as the time it stood still.
-		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
-		if d := slot(ctx); d > 0 && (oldest.IsZero() || now.Add(-d).Before(oldest)) {
-			oldest = now.Add(-d)
-		}
-		cancel()
-	}
+	oldest, backlogs, err := m.oldestUnpublished(context.Background())
 	if stats.backlog != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
-		backlogs, err := stats.backlog.Backlogs(ctx)
-		cancel()
 		failed := 0.0
 		if err != nil {
 			failed = 1
-		} else {
-			for _, b := range backlogs {
-				ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(b.Events), b.Table)
-				if !b.Oldest.IsZero() && (oldest.IsZero() || b.Oldest.Before(oldest)) {
-					oldest = b.Oldest
-				}
-			}
+		}
+		for _, b := range backlogs {
+			ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(b.Events), b.Table)
 		}
 		ch <- prometheus.MustNewConstMetric(backlogErrDesc, prometheus.GaugeValue, failed)
 	}

@@ -58,6 +58,11 @@ type Metrics struct {
 	// slot, when set, measures from PostgreSQL how long the replication
 	// slot has stood still while holding WAL back.
 	slot func(context.Context) time.Duration
+	// status is what the status page shows beside the metrics.
+	status statusState
+	// deadLetterTopic is kafka.dead_letter_topic: its records stand for
+	// events, but are not the last event read or acknowledged.
+	deadLetterTopic string
 }
 
 // Option wires Metrics to its surroundings.
@@ -119,6 +124,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m.slow = newStageObservers(m.stages)
 	m.acked = make(chan struct{})
+	m.status.deadLetters = newRing[DeadLetterSeen](RecentDeadLetters)
+	m.status.rate = newRing[RateSample](RateSamples)
 	for _, o := range opts {
 		o(m)
 	}

@@ -331,7 +331,7 @@ func TestObserverFollowsTheRunner(t *testing.T) {
 	if got := testutil.ToFloat64(m.restarts); got != 1 {
 		t.Errorf("restarts = %v after two runs, want 1", got)
 	}
-	obs.DeadLettered()
+	obs.DeadLettered(connector.DeadLetter{EventID: "e9", Topic: "outbox.event.order", Reason: "too large"})
 	if got := testutil.ToFloat64(m.deadLettered); got != 1 {
 		t.Errorf("dead lettered = %v, want 1", got)
 	}

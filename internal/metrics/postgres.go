@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -35,7 +36,21 @@ var (
 		"The slot's confirmed_flush_lsn as the server has it, as a number.", []string{"slot"}, nil)
 	slotStalledDesc = prometheus.NewDesc(Namespace+"_replication_slot_stalled_seconds",
 		"How long the slot's confirmed_flush_lsn has not moved while it holds WAL back (lag above 0), as seen by the probes; 0 while it moves.", []string{"slot"}, nil)
+	slotSafeWALDesc = prometheus.NewDesc(Namespace+"_replication_slot_safe_wal_size_bytes",
+		"WAL the server may still write before the slot is in danger of invalidation by max_slot_wal_keep_size (pg_replication_slots.safe_wal_size; negative once wal_status is unreserved); +Inf while max_slot_wal_keep_size is -1, 0 once the slot is lost.", []string{"slot"}, nil)
+	slotMaxWALDesc = prometheus.NewDesc(Namespace+"_replication_slot_max_wal_keep_size_bytes",
+		"The server's max_slot_wal_keep_size in bytes: the most WAL the slot may hold back before PostgreSQL invalidates it; -1 when unbounded.", []string{"slot"}, nil)
+	slotWALStatusDesc = prometheus.NewDesc(Namespace+"_replication_slot_wal_status",
+		"1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others.", []string{"slot", "status"}, nil)
+	slotFailoverDesc = prometheus.NewDesc(Namespace+"_replication_slot_failover",
+		"1 when the slot is a failover slot, which a standby with sync_replication_slots keeps (PostgreSQL 17 and later; absent before).", []string{"slot"}, nil)
+	slotSyncedDesc = prometheus.NewDesc(Namespace+"_replication_slot_synced",
+		"On a standby (PostgreSQL 17 and later): 1 when the slot is synchronized from the primary, which a promotion keeps; absent on a primary.", []string{"slot"}, nil)
 )
+
+// WALStatuses are the values of pg_replication_slots.wal_status, in order
+// of danger, which outboxrelay_replication_slot_wal_status labels.
+var WALStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
 // ProbeOption configures a [PostgresProbe].
 type ProbeOption func(*probeOptions)
@@ -75,6 +90,28 @@ type probeResult struct {
 	active    bool
 	lag       *float64
 	confirmed *float64
+	headroom  Headroom
+}
+
+// Headroom is what PostgreSQL says of how much longer it keeps a slot's
+// WAL: the columns of pg_replication_slots and the setting that bound it.
+type Headroom struct {
+	// ActivePID is the session that holds the slot, streaming or not;
+	// nil when none does.
+	ActivePID *int32
+	// WALStatus is the slot's wal_status (see [WALStatuses]); empty when
+	// the server does not say.
+	WALStatus string
+	// SafeWALSize is how much WAL the server may still write before the
+	// slot is in danger of being invalidated; nil while MaxWALKeepSize is
+	// unbounded, or once the slot is lost.
+	SafeWALSize *int64
+	// MaxWALKeepSize is max_slot_wal_keep_size in bytes; -1: unbounded.
+	MaxWALKeepSize int64
+	// Failover reports whether the slot is a failover slot; nil before
+	// PostgreSQL 17. Synced, on a standby of 17 or later, whether it is
+	// synchronized from the primary; nil on a primary.
+	Failover, Synced *bool
 }
 
 // NewPostgresProbe returns a probe of the server at url and, unless slot
@@ -181,20 +218,63 @@ func (p *PostgresProbe) queryOn(ctx context.Context, conn *pgx.Conn) probeResult
 	// PostgreSQL 16 decodes on a standby too). A slot counts as
 	// active only when a walsender streams from it: while it is being
 	// created, the creating session holds it too, and what commits then,
-	// before its consistent point, is not captured.
+	// before its consistent point, is not captured. failover and synced
+	// came with PostgreSQL 17: read through to_jsonb, they are NULL on an
+	// older server rather than an error, in one query for every version.
+	h := &r.headroom
+	var inRecovery bool
 	err := conn.QueryRow(ctx, `
 		SELECT active AND EXISTS (SELECT 1 FROM pg_stat_replication r WHERE r.pid = s.active_pid),
+		       active_pid,
 		       pg_wal_lsn_diff(`+pgsql.WALEnd+`, confirmed_flush_lsn)::float8,
-		       pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::float8
-		FROM pg_replication_slots s WHERE slot_name = $1`, p.slot).Scan(&r.active, &r.lag, &r.confirmed)
+		       pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::float8,
+		       coalesce(wal_status, ''), safe_wal_size,
+		       pg_size_bytes(current_setting('max_slot_wal_keep_size')),
+		       (to_jsonb(s) ->> 'failover')::bool, (to_jsonb(s) ->> 'synced')::bool,
+		       pg_is_in_recovery()
+		FROM pg_replication_slots s WHERE slot_name = $1`, p.slot).Scan(&r.active, &h.ActivePID, &r.lag, &r.confirmed,
+		&h.WALStatus, &h.SafeWALSize, &h.MaxWALKeepSize, &h.Failover, &h.Synced, &inRecovery)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return probeResult{}
 	case err != nil:
 		return probeResult{err: err}
 	}
+	if !inRecovery {
+		h.Synced = nil
+	}
 	r.found = true
 	return r
+}
+
+// SlotState is what the probe last learnt of the replication slot.
+type SlotState struct {
+	// Name is the slot's; empty for a probe of no slot (the poller).
+	Name string
+	// Err is why PostgreSQL did not answer; the rest is then unknown.
+	Err error
+	// Found: the slot exists. Active: a session streams from it.
+	Found, Active bool
+	// LagBytes is the WAL it holds back; ConfirmedFlushLSN its
+	// confirmed_flush_lsn. Nil when not known.
+	LagBytes, ConfirmedFlushLSN *uint64
+	Headroom
+}
+
+// Slot returns what the probe knows of the slot, at most a second old
+// (it may query).
+func (p *PostgresProbe) Slot(ctx context.Context) SlotState {
+	r := p.probe(ctx)
+	s := SlotState{Name: p.slot, Err: r.err, Found: r.found, Active: r.active, Headroom: r.headroom}
+	u := func(f *float64) *uint64 {
+		if f == nil {
+			return nil
+		}
+		v := uint64(max(*f, 0))
+		return &v
+	}
+	s.LagBytes, s.ConfirmedFlushLSN = u(r.lag), u(r.confirmed)
+	return s
 }
 
 // Check is a readiness check: nil when PostgreSQL answers and, with a
@@ -221,6 +301,11 @@ func (p *PostgresProbe) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slotActiveDesc
 	ch <- slotConfirmedDesc
 	ch <- slotStalledDesc
+	ch <- slotSafeWALDesc
+	ch <- slotMaxWALDesc
+	ch <- slotWALStatusDesc
+	ch <- slotFailoverDesc
+	ch <- slotSyncedDesc
 }
 
 // Collect implements [prometheus.Collector].
@@ -246,4 +331,52 @@ func (p *PostgresProbe) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(slotConfirmedDesc, prometheus.GaugeValue, *r.confirmed, p.slot)
 	}
 	ch <- prometheus.MustNewConstMetric(slotStalledDesc, prometheus.GaugeValue, p.SlotStalled(context.Background()).Seconds(), p.slot)
+	p.collectHeadroom(ch, r.headroom)
+}
+
+// collectHeadroom exports what PostgreSQL says of how much longer it keeps
+// the slot's WAL.
+func (p *PostgresProbe) collectHeadroom(ch chan<- prometheus.Metric, h Headroom) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{p.slot}, labels...)...)
+	}
+	if v, ok := h.SafeWAL(); ok {
+		gauge(slotSafeWALDesc, v)
+	}
+	gauge(slotMaxWALDesc, float64(h.MaxWALKeepSize))
+	if h.WALStatus != "" {
+		for _, s := range WALStatuses {
+			gauge(slotWALStatusDesc, b2f(s == h.WALStatus), s)
+		}
+	}
+	if h.Failover != nil {
+		gauge(slotFailoverDesc, b2f(*h.Failover))
+	}
+	if h.Synced != nil {
+		gauge(slotSyncedDesc, b2f(*h.Synced))
+	}
+}
+
+// SafeWAL is SafeWALSize as outboxrelay_replication_slot_safe_wal_size_bytes
+// has it: +Inf while the slot may hold back WAL without bound, so that no
+// "less than" alert fires on it (the disk is then the limit, which
+// OutboxRelaySlotWALRetained watches), and 0 once it is lost. known is
+// false when the server does not say (a slot that reserves no WAL yet).
+func (h Headroom) SafeWAL() (v float64, known bool) {
+	switch {
+	case h.SafeWALSize != nil:
+		return float64(*h.SafeWALSize), true
+	case h.WALStatus == "lost":
+		return 0, true
+	case h.MaxWALKeepSize < 0:
+		return math.Inf(1), true
+	}
+	return 0, false
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -65,7 +65,7 @@ func (s *sink) counters(msg *connector.Message) *topicCounters {
 }
 
 func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(error)) error {
-	f := s.m.sent(msg.Timestamp, msg.Stages, s.counters(msg), done)
+	f := s.m.sent(msg, s.counters(msg), done)
 	err := s.Sink.Publish(ctx, msg, f.ack)
 	if err != nil {
 		// Not sent, and done will not be called.
@@ -76,11 +76,12 @@ func (s *sink) Publish(ctx context.Context, msg *connector.Message, done func(er
 
 // A flight is a message handed to the sink and not yet acknowledged.
 type flight struct {
-	prev, next   *flight
-	commit, sent time.Time
-	stages       connector.Stages
-	counters     *topicCounters
-	done         func(error)
+	prev, next     *flight
+	commit, sent   time.Time
+	stages         connector.Stages
+	counters       *topicCounters
+	eventID, topic string
+	done           func(error)
 	// ack settles the flight and calls done: the callback the sink gets.
 	// It is made once per flight, which is reused once settled.
 	ack func(error)
@@ -136,12 +137,17 @@ func (l *flights) remove(f *flight) {
 }
 
 // sent records a message handed to the sink.
-func (m *Metrics) sent(commit time.Time, stages connector.Stages, c *topicCounters, done func(error)) *flight {
+func (m *Metrics) sent(msg *connector.Message, c *topicCounters, done func(error)) *flight {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.inflight.push(m)
-	f.commit, f.sent, f.stages, f.counters, f.done = commit, now, stages, c, done
+	f.commit, f.sent, f.stages, f.counters, f.done = msg.Timestamp, now, msg.Stages, c, done
+	f.eventID, f.topic = msg.EventID, msg.Topic
+	if msg.Topic != m.deadLetterTopic {
+		m.status.lastRead = Seen{EventID: msg.EventID, Topic: msg.Topic, Timestamp: msg.Timestamp, At: now}
+		m.status.hasRead = true
+	}
 	return f
 }
 
@@ -156,6 +162,13 @@ func (m *Metrics) settled(f *flight, err error) {
 	now := m.now()
 	m.mu.Lock()
 	commit, sent, stages, c := f.commit, f.sent, f.stages, f.counters
+	if err == nil {
+		m.status.acked++
+		if f.topic != m.deadLetterTopic {
+			m.status.lastAcked = Seen{EventID: f.eventID, Topic: f.topic, Timestamp: commit, At: now}
+			m.status.hasAcked = true
+		}
+	}
 	m.inflight.remove(f)
 	m.mu.Unlock()
 	if err != nil {

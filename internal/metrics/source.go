@@ -110,8 +110,9 @@ func (m *Metrics) ExportSource(src connector.Source) {
 // they count the batches taken, the restarts of the source and the dead
 // letters, and keep for the probes whether the source runs, how its last
 // run ended, and since when the runner has held a batch it has not handed
-// to the sink in full. Each takes m's lock for a few assignments, and
-// never blocks otherwise.
+// to the sink in full; for the status page, the last dead letters and the
+// last failure. Each takes m's lock for a few assignments, and never
+// blocks otherwise.
 func (m *Metrics) Observer() connector.Observer { return runnerHooks{m} }
 
 type runnerHooks struct{ m *Metrics }
@@ -132,10 +133,14 @@ func (h runnerHooks) SourceStarted() {
 
 func (h runnerHooks) SourceStopped(err error) {
 	m := h.m
+	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.observeLocked()
 	m.running, m.lastErr = false, err
+	if err != nil {
+		m.status.lastFailure = Failure{Err: err, At: now}
+	}
 }
 
 func (h runnerHooks) BatchTaken(events int) {
@@ -156,13 +161,30 @@ func (h runnerHooks) BatchHandedOver() {
 	m.mu.Unlock()
 }
 
-func (h runnerHooks) DeadLettered() { h.m.deadLettered.Inc() }
+func (h runnerHooks) DeadLettered(d connector.DeadLetter) {
+	m := h.m
+	m.deadLettered.Inc()
+	now := m.now()
+	m.mu.Lock()
+	m.status.dead++
+	m.status.deadLetters.push(DeadLetterSeen{DeadLetter: d, At: now})
+	m.mu.Unlock()
+}
+
+func (h runnerHooks) RunFailed(err error, _ time.Duration) {
+	m := h.m
+	now := m.now()
+	m.mu.Lock()
+	m.status.lastFailure = Failure{Err: err, At: now}
+	m.mu.Unlock()
+}
 
 // Watch looks once a second, until ctx is done, at whether the source is
 // up, so that a probe learns how long it has been down to within a second
 // however seldom probes and scrapes come: each of them looks too, but
 // one that comes after a long quiet would otherwise date the source's
-// last moment up to the one before it.
+// last moment up to the one before it. It also samples the rate of
+// acknowledged records for the status page (RateInterval).
 func (m *Metrics) Watch(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -170,9 +192,10 @@ func (m *Metrics) Watch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case now := <-tick.C:
 			m.mu.Lock()
 			m.observeLocked()
+			m.sampleRateLocked(now)
 			m.mu.Unlock()
 		}
 	}

@@ -31,6 +31,7 @@ func WithDeadLetterTopic(topic string) Option {
 	return func(m *Metrics) {
 		if topic != "" {
 			m.topics.pin(topic)
+			m.deadLetterTopic = topic
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/httpserver"
+	"github.com/outboxrelay/outboxrelay/connector"
 	"github.com/outboxrelay/outboxrelay/internal/metrics"
+	"github.com/outboxrelay/outboxrelay/internal/secret"
 	"github.com/outboxrelay/outboxrelay/sink"
 )
 
@@ -46,6 +49,10 @@ type observer struct {
 	// sink is the relay's sink, whose client the Kafka check pings; nil
 	// until it is made (with exactly_once, after the instance number).
 	sink atomic.Pointer[sink.Sink]
+	// started is when the relay started, for the status page; scrub
+	// hides the configured secrets in the texts it shows.
+	started time.Time
+	scrub   *strings.Replacer
 }
 
 // starting records the start-up step the relay now waits on; "" when it
@@ -84,7 +91,13 @@ func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &observer{cfg: cfg, log: log, reg: reg, m: m}, nil
+	var pairs []string
+	for _, sec := range cfg.Secrets() {
+		if sec != "" {
+			pairs = append(pairs, sec, secret.Mask)
+		}
+	}
+	return &observer{cfg: cfg, log: log, reg: reg, m: m, started: time.Now(), scrub: strings.NewReplacer(pairs...)}, nil
 }
 
 // sinkOptions give the Kafka client its quieter logger and the metric
@@ -153,7 +166,8 @@ func (o *observer) serve(ctx context.Context) (stop func(), err error) {
 			{Name: "progress", Func: o.liveProgressCheck(h.LiveStallTimeout)},
 			{Name: "connected", Func: o.connectedCheck(h.LiveStallTimeout)},
 		},
-		Ready: ready,
+		Ready:  ready,
+		Status: o.status(pg),
 	}, o.log)
 	if err != nil {
 		pg.Close()
@@ -273,4 +287,98 @@ func (o *observer) progressCheck(bound time.Duration) func(context.Context) erro
 		}
 		return fmt.Errorf("stalled: a batch read from the source has waited %s to be published", stalled.Round(time.Second))
 	}
+}
+
+// status returns where the relay stands for the status page: what the
+// metrics and the probe of the slot pg know, with the configuration's
+// names. Texts that may quote a connection string or a secret (errors, a
+// dead letter's reason) are redacted and scrubbed.
+func (o *observer) status(pg *metrics.PostgresProbe) func(context.Context) httpserver.Status {
+	return func(ctx context.Context) httpserver.Status {
+		cfg, ms := o.cfg, o.m.Status(ctx)
+		s := httpserver.Status{
+			Version: Build().Version, Time: time.Now(), StartedAt: o.started,
+			Source: string(cfg.Source), Tables: cfg.Outbox.TableNames(), Postgres: secret.Redact(cfg.Postgres.URL), Brokers: cfg.Kafka.Brokers,
+			SourceUp: ms.SourceUp, Standby: ms.SourceStandby,
+			EventsInFlight: ms.InFlight, EventsAcknowledged: ms.Acknowledged, Restarts: ms.Restarts,
+			LastCommitted: statusEvent(ms.LastRead), LastPublished: statusEvent(ms.LastAcknowledged),
+			DeadLetters: httpserver.DeadLetters{Topic: cfg.Kafka.DeadLetterTopic, Total: ms.DeadLettered},
+			Rate:        httpserver.Rate{IntervalSeconds: metrics.RateInterval.Seconds()},
+		}
+		if !ms.Oldest.IsZero() {
+			oldest := ms.Oldest
+			s.Lag.OldestUnpublished, s.Lag.Seconds = &oldest, max(s.Time.Sub(oldest), 0).Seconds()
+		}
+		for _, r := range ms.Rate {
+			s.Rate.Samples = append(s.Rate.Samples, httpserver.RateSample{At: r.At, EventsPerSecond: r.PerSecond})
+			s.Rate.EventsPerSecond = r.PerSecond
+		}
+		for _, d := range ms.DeadLetters {
+			s.DeadLetters.Recent = append(s.DeadLetters.Recent, httpserver.DeadLetter{ID: d.EventID, Topic: d.Topic, Reason: o.text(d.Reason), At: d.At})
+		}
+		if f := ms.LastFailure; f != nil {
+			s.LastError = &httpserver.TimedText{Message: o.text(secret.RedactError(f.Err).Error()), At: f.At}
+		}
+		if err := o.halted.Load(); err != nil {
+			s.LastError = &httpserver.TimedText{Message: o.text("relaying stopped and will not restart on its own: " + secret.RedactError(*err).Error()), At: s.Time}
+		}
+		if cfg.Source == "cdc" {
+			s.Slot, s.Lag.Bytes = o.slotStatus(pg.Slot(ctx), ms.ConfirmedLSN)
+		} else {
+			s.Poll = o.pollStatus(ms)
+		}
+		return s
+	}
+}
+
+// text is s as the status page may show it.
+func (o *observer) text(s string) string { return o.scrub.Replace(secret.Redact(s)) }
+
+func statusEvent(e *metrics.Seen) *httpserver.Event {
+	if e == nil {
+		return nil
+	}
+	return &httpserver.Event{ID: e.EventID, Topic: e.Topic, Timestamp: e.Timestamp, At: e.At}
+}
+
+// slotStatus is the slot as the probe last saw it, with the position the
+// relay confirms, and the WAL it holds back.
+func (o *observer) slotStatus(st metrics.SlotState, relayLSN *uint64) (*httpserver.Slot, *uint64) {
+	sl := &httpserver.Slot{Name: st.Name}
+	if st.Err != nil {
+		sl.Error = o.text(fmt.Sprintf("PostgreSQL does not answer: %v", secret.RedactError(st.Err)))
+		return sl, nil
+	}
+	if relayLSN != nil && *relayLSN != 0 {
+		sl.RelayConfirmedLSN = connector.FormatLSN(*relayLSN)
+	}
+	if !st.Found {
+		return sl, nil
+	}
+	h := st.Headroom
+	sl.Exists, sl.Active, sl.ActivePID = true, st.Active, h.ActivePID
+	sl.WALStatus, sl.SafeWALSizeBytes, sl.MaxWALKeepSizeBytes, sl.Failover, sl.Synced = h.WALStatus, h.SafeWALSize, h.MaxWALKeepSize, h.Failover, h.Synced
+	if st.ConfirmedFlushLSN != nil {
+		sl.ConfirmedFlushLSN = connector.FormatLSN(*st.ConfirmedFlushLSN)
+	}
+	return sl, st.LagBytes
+}
+
+// pollStatus is the poller's settings and the rows it has not published.
+func (o *observer) pollStatus(ms metrics.Status) *httpserver.Poll {
+	pc := o.cfg.PollConfig()
+	pc.SetDefaults()
+	p := &httpserver.Poll{Mode: string(pc.Mode), Interval: pc.Interval.String(), Buckets: pc.Buckets}
+	if ms.BacklogErr != nil {
+		p.Error = o.text(secret.RedactError(ms.BacklogErr).Error())
+	}
+	for _, b := range ms.Backlogs {
+		t := httpserver.Table{Name: b.Table, Unpublished: b.Events}
+		if !b.Oldest.IsZero() {
+			oldest := b.Oldest
+			t.OldestUnpublished = &oldest
+		}
+		p.Tables = append(p.Tables, t)
+	}
+	return p
 }

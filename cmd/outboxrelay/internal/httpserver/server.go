@@ -45,6 +45,11 @@ type Config struct {
 	// Live are the checks of /healthz: is the process alive and not
 	// wedged. Ready are the checks of /readyz: is it doing its job.
 	Live, Ready []Check
+	// Status, when set, says where the relay stands, for the status page
+	// on / and its JSON on /status (the Ready checks are added to it);
+	// without, / lists the endpoints. It may be called concurrently with
+	// itself; ctx bounds it.
+	Status func(ctx context.Context) Status
 }
 
 // Server is the HTTP endpoint.
@@ -74,10 +79,15 @@ func Listen(addr string, cfg Config, log *slog.Logger) (*Server, error) {
 	}))
 	mux.Handle("GET /healthz", probe(cfg.Live))
 	mux.Handle("GET /readyz", probe(cfg.Ready))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "outboxrelay\n/metrics  Prometheus metrics\n/healthz  liveness: alive and not wedged\n/readyz   readiness: connected to PostgreSQL and Kafka and making progress\n")
-	})
+	if cfg.Status != nil {
+		mux.Handle("GET /{$}", statusPage(cfg))
+		mux.Handle("GET /status", statusJSON(cfg))
+	} else {
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprint(w, "outboxrelay\n/metrics  Prometheus metrics\n/healthz  liveness: alive and not wedged\n/readyz   readiness: connected to PostgreSQL and Kafka and making progress\n")
+		})
+	}
 	return &Server{
 		ln:  ln,
 		log: log,
@@ -124,24 +134,17 @@ func probe(checks []Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 		defer cancel()
-		errs := make([]error, len(checks))
-		var wg sync.WaitGroup
-		for i, c := range checks {
-			wg.Go(func() { errs[i] = c.Func(ctx) })
-		}
-		wg.Wait()
 		var b strings.Builder
 		failed := false
-		for i, c := range checks {
-			var note Note
+		for _, res := range runChecks(ctx, checks) {
 			switch {
-			case errors.As(errs[i], &note):
-				fmt.Fprintf(&b, "%s: ok (%s)\n", c.Name, note)
-			case errs[i] != nil:
+			case res.OK && res.Message != "":
+				fmt.Fprintf(&b, "%s: ok (%s)\n", res.Name, res.Message)
+			case !res.OK:
 				failed = true
-				fmt.Fprintf(&b, "%s: %v\n", c.Name, errs[i])
+				fmt.Fprintf(&b, "%s: %s\n", res.Name, res.Message)
 			default:
-				fmt.Fprintf(&b, "%s: ok\n", c.Name)
+				fmt.Fprintf(&b, "%s: ok\n", res.Name)
 			}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -153,6 +156,29 @@ func probe(checks []Check) http.Handler {
 		}
 		fmt.Fprint(w, "ok\n", b.String())
 	})
+}
+
+// runChecks runs checks at once and returns their results in order: a
+// [Note] passes with its text as the message.
+func runChecks(ctx context.Context, checks []Check) []CheckResult {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() { errs[i] = c.Func(ctx) })
+	}
+	wg.Wait()
+	out := make([]CheckResult, len(checks))
+	for i, c := range checks {
+		var note Note
+		out[i] = CheckResult{Name: c.Name, OK: errs[i] == nil}
+		switch {
+		case errors.As(errs[i], &note):
+			out[i].OK, out[i].Message = true, string(note)
+		case errs[i] != nil:
+			out[i].Message = errs[i].Error()
+		}
+	}
+	return out
 }
 
 // Cached returns c answering from its last result for up to maxAge, so
