@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,6 +262,29 @@ func checkLog(t *testing.T, logs string, quietKafka bool) {
 		// checkpoint store's) keeps its chatter below warn.
 		if quietKafka && strings.HasPrefix(c, "kafka") && (l["level"] == "INFO" || l["level"] == "DEBUG") {
 			t.Errorf("a Kafka client logged below warn at log.level info: %v", l)
+		}
+		checkVocabulary(t, l)
+	}
+}
+
+// lsnText is a WAL position as PostgreSQL writes it.
+var lsnText = regexp.MustCompile(`^[0-9A-F]{1,8}/[0-9A-F]{1,8}$`)
+
+// checkVocabulary holds a JSON record to docs/operations.md#logs: a
+// position as PostgreSQL writes it, a duration as Go does, never a bare
+// number of bytes' offset or nanoseconds.
+func checkVocabulary(t *testing.T, l map[string]any) {
+	t.Helper()
+	for k, v := range l {
+		switch {
+		case strings.HasSuffix(k, "_lsn") || k == "lsn":
+			if s, ok := v.(string); !ok || !lsnText.MatchString(s) {
+				t.Errorf("%s is %v (%T), not a position as PostgreSQL writes it (0/1D4B718): %v", k, v, v, l)
+			}
+		case strings.HasSuffix(k, "_timeout") || strings.HasSuffix(k, "_interval") || k == "retry_in" || strings.HasSuffix(k, "_after"):
+			if _, ok := v.(string); !ok {
+				t.Errorf("%s is %v (%T), not a duration as Go writes it (30s): %v", k, v, v, l)
+			}
 		}
 	}
 }
