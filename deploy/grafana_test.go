@@ -98,7 +98,7 @@ func TestDashboard(t *testing.T) {
 			exprs.WriteString(q.Expr + "\n")
 		}
 	}
-	// What the dashboard is for (issue 12): each of these must be on it.
+	// What the dashboard is for: each of these must be on it.
 	for what, metric := range map[string]string{
 		"events/s per topic":      "outboxrelay_events_published_total",
 		"commit-to-Kafka latency": "outboxrelay_event_latency_seconds_bucket",

@@ -96,8 +96,8 @@ func readDBState(t *testing.T, conn *pgx.Conn, role, slot string) dbState {
 	return s
 }
 
-// TestBadInputIdentifierNewlineInTable is issue 24's finding 3: a line
-// break in outbox.table used to pass config loading, and poll-ddl printed
+// TestBadInputIdentifierNewlineInTable: a line break in outbox.table
+// must not pass config loading: it once did, and poll-ddl printed
 // the name inside a -- comment, so the rest of the line ran as SQL: init
 // --apply dropped a table and exited 0, and psql ran a \! shell command
 // from poll-ddl's output. Now config-dump, poll-ddl and init --apply (both
@@ -197,7 +197,8 @@ func TestBadInputIdentifierNewlineInTable(t *testing.T) {
 	}
 }
 
-// TestBadInputIdentifierMultibyteTable is issue 24's finding 7 on names:
+// TestBadInputIdentifierMultibyteTable: generated names are cut between
+// characters:
 // with a table named 21 × é (42 bytes), the poller's index names,
 // table+_outboxrelay_unpublished and table+_outboxrelay_published, need
 // cutting to 63 bytes, and poll-ddl used to cut them inside an é, which

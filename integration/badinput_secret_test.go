@@ -50,8 +50,8 @@ func assertNoSecret(t *testing.T, what, out string) {
 // TestBadInputSecretNotPrinted: with sslpassword in postgres.url, and then
 // also a registry URL that does not parse, config-dump, check, run and
 // debezium translate (and run --debezium-config) print neither secret,
-// where they printed the passphrase as written and the registry URL whole
-// (issue 24, finding 4). The user sees the connection string with
+// where they once printed the passphrase as written and the registry URL
+// whole. The user sees the connection string with
 // sslpassword=xxxxx, and an error naming the bad registry URL with its
 // password masked.
 func TestBadInputSecretNotPrinted(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
-// TestBadInputManyTopics is issue 24's fifth finding: user data that names
+// TestBadInputManyTopics: user data that names
 // a topic per row must not grow the relay without bound. 20,000 events,
 // each with an aggregate type of its own and so a topic of its own, all
 // reach Kafka, and the relay stays under 128 MiB (its peak RSS) with a

@@ -306,11 +306,6 @@ func TestDocsPagesExist(t *testing.T) {
 			missing = append(missing, page)
 		}
 	}
-	// Until the pages of issue 16 are merged, docs/ holds performance.md
-	// alone; once any other page is there, every page must be.
-	if len(missing) == len(docsPages)-1 {
-		t.Skipf("docs/ has only performance.md; the pages of issue 16 (%s) are not merged yet", strings.Join(missing, ", "))
-	}
 	if len(missing) > 0 {
 		t.Errorf("the usage names pages that docs/ lacks: %s", strings.Join(missing, ", "))
 	}

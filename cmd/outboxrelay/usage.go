@@ -1,7 +1,7 @@
 package main
 
 // usage is what `outboxrelay --help` prints: every command, the exit
-// statuses, and the pages of docs/ (issue 16), so that a user who has only
+// statuses, and the pages of docs/, so that a user who has only
 // the binary learns where each command is explained.
 const usage = `outboxrelay relays a PostgreSQL transactional outbox to Kafka.
 

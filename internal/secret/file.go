@@ -11,8 +11,8 @@ import (
 // MaxFileBytes bounds what ReadFile reads. The largest secret the relay
 // reads from a file is a connection string (postgres.url_file) or a PEM
 // private key (an RSA key of 8192 bits is under 7 KiB), so 64 KiB leaves
-// ample room while keeping a wrong path (a log file, a device) from
-// filling memory: /dev/urandom was once read until 205 MB.
+// ample room while keeping a wrong path (a log file, a device such as
+// /dev/urandom) from filling memory.
 const MaxFileBytes = 64 << 10
 
 // ReadFile reads the secret file at path, which key names (as

@@ -15,8 +15,8 @@ import (
 // FuzzLoad loads a configuration file and two environment variables, as
 // outboxrelay does at start. Whatever they hold, Load must not panic, and
 // a configuration it accepts must hold no SQL name that PostgreSQL would
-// not keep as written or that could end a line of printed SQL (issue 24:
-// a line feed in outbox.table passed, and ran as SQL from a -- comment).
+// not keep as written or that could end a line of printed SQL (a line
+// feed in outbox.table would run the rest as SQL after a -- comment).
 // The DDL the poller prints for it must hold no control character but its
 // own line ends.
 //

@@ -20,8 +20,8 @@ func TestEveryProblemOfEverySection(t *testing.T) {
 		want []string
 	}{
 		{
-			// The case of issue 11: the source was reported, the poll
-			// section not, so fixing the typo only revealed the next one.
+			// Both reported at once: were only the source reported,
+			// fixing the typo would only reveal the next one.
 			name: "unknown source and a bad poll section",
 			file: "source: cdcx\npoll:\n  buckets: 3\nkafka:\n  brokers: [k:9092]\n",
 			want: []string{`source: "cdcx" is not cdc or poll`, "poll.buckets: 3 is not a power of two", "postgres.url is required"},

@@ -8,8 +8,8 @@ import (
 )
 
 // TestApplyRunsWhatIsPrinted: --apply runs the very text init prints,
-// step by step, comments and all (issue 24 asks that it run exactly the
-// statements it printed); only the header, comments alone, is not sent.
+// step by step, comments and all, so that what a user reviewed is exactly
+// what runs; only the header, comments alone, is not sent.
 func TestApplyRunsWhatIsPrinted(t *testing.T) {
 	for _, source := range []string{"cdc", "poll"} {
 		t.Run(source, func(t *testing.T) {

@@ -275,7 +275,7 @@ func TestBuildRefusesBadNames(t *testing.T) {
 
 // TestBuildRefusesLineBreaks: the database and the role are printed in the
 // script's header comment; a name with a line break would end it, and
-// psql would run the rest of the line (issue 24).
+// psql would run the rest of the line.
 func TestBuildRefusesLineBreaks(t *testing.T) {
 	_, err := initsql.Build(initsql.Options{Source: "poll", Schema: "public", Table: "out\rbox", Database: "d\n\\! ls",
 		Role: "relay\nDROP TABLE x; --", PollerDDL: "SELECT 1;", DeadLetterSchema: "public", DeadLetterTable: "dl\x1b"})
