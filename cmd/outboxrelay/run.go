@@ -41,7 +41,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *path != "" {
 		flags = append(flags, "--config", *path)
 	}
-	app.TuneRuntime(cfg)
+	if err := app.LimitMemory(); err != nil {
+		return logExit(log, err)
+	}
 	return logExit(log, app.Run(ctx, cfg, log, flags...))
 }
 

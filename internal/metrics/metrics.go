@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,10 +49,6 @@ type Metrics struct {
 	// lastUp is when the source was last seen up (or a standby); the
 	// relay's start before it ever was.
 	lastUp time.Time
-	// acked is closed when Kafka first acknowledges an event; ackedOnce
-	// is set by the settle that closes it, and read first by every other.
-	acked     chan struct{}
-	ackedOnce atomic.Bool
 	// slot, when set, measures from PostgreSQL how long the replication
 	// slot has stood still while holding WAL back.
 	slot func(context.Context) time.Duration
@@ -117,7 +112,6 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		}),
 	}
 	m.slow = newStageObservers(m.stages)
-	m.acked = make(chan struct{})
 	for _, o := range opts {
 		o(m)
 	}
