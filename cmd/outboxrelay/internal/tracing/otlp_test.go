@@ -482,3 +482,22 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A variable the exporter cannot use is an ERROR in the relay's log,
+// naming what it could not parse, and the export goes on with the default.
+func TestBadExporterVariableIsLogged(t *testing.T) {
+	c := startHTTPCollector(t, nil, accept)
+	setOTELEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.endpoint, "OTEL_EXPORTER_OTLP_TIMEOUT": "ten seconds"})
+	var logged lockedBuffer
+	tr, err := FromEnv(t.Context(), "1.2.3", slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := logged.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "component=tracing") || !strings.Contains(got, "ten seconds") {
+		t.Errorf("want an ERROR of component tracing naming the value; log:\n%s", got)
+	}
+	publishTraced(t, tr)
+	if len(c.exports()) == 0 {
+		t.Error("no export with the default timeout")
+	}
+}
