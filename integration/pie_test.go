@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,7 +32,7 @@ func TestPIEBinaryRelays(t *testing.T) {
 			t.Errorf("event %s is in Kafka %d times, want once", id, c.ids[id])
 		}
 	}
-	if p.cmd.ProcessState != nil || p.cmd.Process.Signal(nil) != nil {
+	if p.cmd.ProcessState != nil || p.cmd.Process.Signal(syscall.Signal(0)) != nil {
 		t.Errorf("the PIE relay exited after relaying; output:\n%s", p.out.String())
 	}
 }
