@@ -522,8 +522,8 @@ func TestDeploymentHardening(t *testing.T) {
 		t.Error("capabilities are not all dropped")
 	}
 	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
-	// docs/performance.md: 47-50 MiB peak RSS at the default settings.
-	peak := resource.MustParse("50Mi")
+	// docs/performance.md: 30-37 MiB peak RSS at the default settings.
+	peak := resource.MustParse("37Mi")
 	switch {
 	case req.IsZero() || lim.IsZero():
 		t.Errorf("memory request %s and limit %s must both be set", req, lim)

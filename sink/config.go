@@ -27,8 +27,8 @@ type Config struct {
 	// MaxBufferedRecords bounds the records published and not yet
 	// acknowledged; a full buffer makes Publish wait. Default 1024: the
 	// relay's heap is mostly these records and the produce request that
-	// carries them, and the GC lets the heap grow to 2.5 times what is
-	// live (the relay's GOGC of 150, cmd/outboxrelay/internal/app/gc.go).
+	// carries them, and the GC lets the heap grow to twice what is live
+	// (Go's default GOGC of 100).
 	// Draining 300k 500-byte events side by side on two cores at GOGC
 	// 100, 4096 peaked at 46-48 MiB RSS (26-28 MiB of it the relay's own
 	// memory), 1024 at 30 MiB (10-11 MiB), and both drained at or above
