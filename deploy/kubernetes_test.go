@@ -525,8 +525,8 @@ func TestDeploymentHardening(t *testing.T) {
 		t.Error("capabilities are not all dropped")
 	}
 	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
-	// docs/performance.md: 47-50 MiB peak RSS at the default settings.
-	peak := resource.MustParse("50Mi")
+	// docs/performance.md: 30-37 MiB peak RSS at the default settings.
+	peak := resource.MustParse("37Mi")
 	switch {
 	case req.IsZero() || lim.IsZero():
 		t.Errorf("memory request %s and limit %s must both be set", req, lim)
@@ -535,25 +535,43 @@ func TestDeploymentHardening(t *testing.T) {
 	case lim.Cmp(*req) < 0:
 		t.Errorf("memory limit %s is below the request %s", lim, req)
 	}
+	if soft, from, err := softMemoryLimit(c); err != nil {
+		t.Error(err)
+	} else if soft >= lim.Value() {
+		t.Errorf("the Go runtime's soft memory limit of %d MiB (%s) is not below the memory limit %s", soft>>20, from, lim)
+	}
+}
+
+// relayMemoryLimitRatio is the share of the container's memory limit the
+// relay makes the Go runtime's soft limit when GOMEMLIMIT is not set
+// (memoryLimitRatio, cmd/outboxrelay/internal/app/memlimit.go).
+const relayMemoryLimitRatio = 0.9
+
+// softMemoryLimit is the Go runtime's soft memory limit in c, in bytes,
+// and where it comes from: GOMEMLIMIT when the container sets it, else
+// what the relay takes from the container's memory limit.
+func softMemoryLimit(c corev1.Container) (int64, string, error) {
 	for _, e := range c.Env {
 		if e.Name != "GOMEMLIMIT" {
 			continue
 		}
 		soft, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
 		if err != nil {
-			t.Errorf("GOMEMLIMIT %q: %v", e.Value, err)
-		} else if soft.Cmp(*lim) >= 0 {
-			t.Errorf("GOMEMLIMIT %s is not below the memory limit %s", e.Value, lim)
+			return 0, "", fmt.Errorf("GOMEMLIMIT %q: %v", e.Value, err)
 		}
+		return soft.Value(), "GOMEMLIMIT=" + e.Value, nil
 	}
+	lim := c.Resources.Limits.Memory()
+	return int64(float64(lim.Value()) * relayMemoryLimitRatio), fmt.Sprintf("%g of the container's %s", relayMemoryLimitRatio, lim), nil
 }
 
 // TestDeploymentMemoryLimit holds the container's memory limit to the
 // sizing formula (docs/operations.md#memory-sizing, config.Memory) for the
 // ConfigMap's configuration, at its kafka.max_record_bytes or the brokers'
 // default limit, so that raising a buffer or the record limit in one
-// without the other fails here rather than in an OOM kill. GOMEMLIMIT must
-// leave room for what may be live, or the collector would run without end.
+// without the other fails here rather than in an OOM kill. The runtime's
+// soft limit (GOMEMLIMIT, or 90% of the container's) must leave room for
+// what may be live, or the collector would run without end.
 func TestDeploymentMemoryLimit(t *testing.T) {
 	m := loadManifests(t)
 	lc := loadPodConfig(t, m)
@@ -566,17 +584,12 @@ func TestDeploymentMemoryLimit(t *testing.T) {
 		t.Errorf("memory limit %s is below the %s that docs/operations.md#memory-sizing gives for the ConfigMap's configuration (source %s): raise the limit, or lower the buffers",
 			lim, need, lc.cfg.Source)
 	}
-	for _, e := range lc.container.Env {
-		if e.Name != "GOMEMLIMIT" {
-			continue
-		}
-		soft, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
-		if err != nil {
-			t.Fatalf("GOMEMLIMIT %q: %v", e.Value, err)
-		}
-		if live := need.base + need.source + need.sink; soft.Value() < live {
-			t.Errorf("GOMEMLIMIT %s is below the %d MiB the relay may have in use (base and live parts of %s)", e.Value, live>>20, need)
-		}
+	soft, from, err := softMemoryLimit(lc.container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live := need.base + need.source + need.sink; soft < live {
+		t.Errorf("the Go runtime's soft memory limit of %d MiB (%s) is below the %d MiB the relay may have in use (base and live parts of %s)", soft>>20, from, live>>20, need)
 	}
 	t.Logf("memory limit %s; the formula asks %s", lim, need)
 }

@@ -51,8 +51,14 @@ func writeTemp(t testing.TB, name, content string) string {
 // test's end if still running, and its output is logged if the test failed.
 func startBinary(t testing.TB, args []string, env ...string) *proc {
 	t.Helper()
+	return startBinaryAt(t, binary(t), args, env...)
+}
+
+// startBinaryAt is startBinary of the outboxrelay binary at path.
+func startBinaryAt(t testing.TB, path string, args []string, env ...string) *proc {
+	t.Helper()
 	p := &proc{out: &syncBuffer{}}
-	p.cmd = exec.Command(binary(t), args...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -85,7 +85,9 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	logDebeziumNotes(log, notes)
-	app.TuneRuntime(cfg)
+	if err := app.LimitMemory(); err != nil {
+		return err
+	}
 	res, err := app.Backfill(ctx, cfg, log, b)
 	if err != nil {
 		return err

@@ -34,7 +34,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := app.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	logDebeziumNotes(log, notes)
 	flags := cf.args()
-	app.TuneRuntime(cfg)
+	if err := app.LimitMemory(); err != nil {
+		return logExit(log, err)
+	}
 	return logExit(log, app.Run(ctx, cfg, log, flags...))
 }
 

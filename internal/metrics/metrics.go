@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,10 +50,6 @@ type Metrics struct {
 	// lastUp is when the source was last seen up (or a standby); the
 	// relay's start before it ever was.
 	lastUp time.Time
-	// acked is closed when Kafka first acknowledges an event; ackedOnce
-	// is set by the settle that closes it, and read first by every other.
-	acked     chan struct{}
-	ackedOnce atomic.Bool
 	// slot, when set, measures from PostgreSQL how long the replication
 	// slot has stood still while holding WAL back.
 	slot func(context.Context) time.Duration
@@ -123,7 +118,6 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		}),
 	}
 	m.slow = newStageObservers(m.stages)
-	m.acked = make(chan struct{})
 	m.status.deadLetters = newRing[DeadLetterSeen](RecentDeadLetters)
 	m.status.rate = newRing[RateSample](RateSamples)
 	for _, o := range opts {

@@ -547,36 +547,3 @@ func TestSlowEventStages(t *testing.T) {
 		}
 	}
 }
-
-// FirstAcknowledged closes with Kafka's first acknowledgement of an event:
-// not before it, not for a failed publication, and once.
-func TestFirstAcknowledged(t *testing.T) {
-	m, _, _ := newTestMetrics(t)
-	fs := &fakeSink{}
-	s := m.Sink(fs)
-	for range 3 {
-		if err := s.Publish(context.Background(), &connector.Message{Topic: "outbox.event.order"}, func(error) {}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	closed := func() bool {
-		select {
-		case <-m.FirstAcknowledged():
-			return true
-		default:
-			return false
-		}
-	}
-	if closed() {
-		t.Fatal("closed before any acknowledgement")
-	}
-	fs.dones[0](errors.New("broker gone"))
-	if closed() {
-		t.Fatal("closed by a failed publication")
-	}
-	fs.dones[1](nil)
-	if !closed() {
-		t.Fatal("still open after an acknowledgement")
-	}
-	fs.dones[2](nil) // a second acknowledgement leaves it closed
-}

@@ -151,11 +151,6 @@ func (m *Metrics) sent(msg *connector.Message, c *topicCounters, done func(error
 	return f
 }
 
-// FirstAcknowledged is closed once Kafka has acknowledged an event for the
-// first time: the relay has then been through its start and every step of
-// an event's way.
-func (m *Metrics) FirstAcknowledged() <-chan struct{} { return m.acked }
-
 // settled records the outcome of a message handed to the sink: err is nil
 // once Kafka has acknowledged it. f is reused afterwards.
 func (m *Metrics) settled(f *flight, err error) {
@@ -176,9 +171,6 @@ func (m *Metrics) settled(f *flight, err error) {
 		return
 	}
 	c.published.Inc()
-	if !m.ackedOnce.Load() && m.ackedOnce.CompareAndSwap(false, true) {
-		close(m.acked)
-	}
 	if !commit.IsZero() {
 		// Clocks of two hosts: a commit "in the future" is a skew, not a
 		// negative latency.

@@ -110,19 +110,18 @@ func (r *run) drain(ctx context.Context, k drainKind, table string) (Drain, erro
 	want := int64(r.cfg.Events)
 	start := procs[0].started
 	var end, sampled time.Time
-	var peakSum int64 // KiB, the largest RssAnon+RssFile sampled
 	last, lastProgress := int64(0), time.Now()
 	for {
 		if time.Since(sampled) >= rssSample {
 			// VmHWM has the peak of the sum only: its two parts are
-			// sampled, and kept where their sum was largest. (Their own
-			// peaks come apart: the binary's pages peak at start, until
-			// the relay releases them, and the heap during the drain.)
+			// sampled, each for its own peak. The relay's own memory
+			// peaks during the drain; its file pages, its binary's
+			// mostly, as it starts.
 			sampled = time.Now()
 			for _, p := range procs {
-				if u, err := procMemory(p.cmd.Process.Pid); err == nil && u.AnonKiB+u.FileKiB > peakSum {
-					peakSum = u.AnonKiB + u.FileKiB
-					d.PeakAnonMiB, d.PeakFileMiB = float64(u.AnonKiB)/1024, float64(u.FileKiB)/1024
+				if u, err := procMemory(p.cmd.Process.Pid); err == nil {
+					d.PeakAnonMiB = max(d.PeakAnonMiB, float64(u.AnonKiB)/1024)
+					d.PeakFileMiB = max(d.PeakFileMiB, float64(u.FileKiB)/1024)
 				}
 			}
 		}

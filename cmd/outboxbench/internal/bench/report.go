@@ -83,10 +83,12 @@ type Drain struct {
 	Rate             float64 `json:"events_per_sec"`
 	RatioRecvlogical float64 `json:"ratio_to_pg_recvlogical"`
 	RatioRawIngest   float64 `json:"ratio_to_raw_ingest"`
-	// PeakRSSMiB is the largest VmHWM of the relay processes; PeakAnonMiB
-	// and PeakFileMiB its two parts where their sum was largest, sampled
-	// every rssSample: the process's own memory, and the pages of its
-	// binary (and other files) it holds.
+	// PeakAnonMiB is the largest RssAnon of a relay process, sampled every
+	// rssSample: the relay's own memory (heap, stacks, the runtime's),
+	// the figure that counts. PeakFileMiB is the largest RssFile, the
+	// pages of its binary (and other files) it maps: clean, shared with
+	// the page cache, and the kernel's to reclaim. PeakRSSMiB is the
+	// largest VmHWM, the peak of the two together.
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 	PeakAnonMiB float64 `json:"peak_rss_anon_mib"`
 	PeakFileMiB float64 `json:"peak_rss_file_mib"`
@@ -181,10 +183,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(&b, "\nbacklog drain\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\tpeak RSS MiB (anon+file)\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\tsyscalls/event\trecords/batch\t\n")
+	fmt.Fprintf(tw, "source\tinstances\tevents/s\tseconds\tx pg_recvlogical\tx raw ingest\town memory MiB (RssAnon peak)\tfile pages MiB (RssFile peak)\tpeak RSS MiB\tCPU s/M events\tCPU s relay/postgres/broker\tswitches/event\tsyscalls/event\trecords/batch\t\n")
 	for _, d := range r.Drains {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f (%.1f+%.1f)\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t%.2f\t%.1f\t\n",
-			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakRSSMiB, d.PeakAnonMiB, d.PeakFileMiB, d.CPUSecPerMillion,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f/%.2f/%.2f\t%.2f\t%.2f\t%.1f\t\n",
+			d.Source, d.Instances, d.Rate, d.Seconds, d.RatioRecvlogical, d.RatioRawIngest, d.PeakAnonMiB, d.PeakFileMiB, d.PeakRSSMiB, d.CPUSecPerMillion,
 			d.CPUSeconds, d.PostgresCPUSeconds, d.BrokerCPUSeconds, d.SwitchesPerEvent, d.SyscallsPerEvent, d.RecordsPerBatch)
 	}
 	tw.Flush()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -73,7 +72,8 @@ func Backfill(ctx context.Context, cfg *config.Config, log *slog.Logger, b cdc.B
 	return res, nil
 }
 
-// run relays, or with backfill set, backfills.
+// run relays, or with backfill set, backfills: the steps below in order,
+// each closing what it opened when run returns.
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cdc.Backfill, configFlags []string) error {
 	// The last guard: no configured password reaches the log, whatever a
 	// library writes into an error (config/scrub.go).
@@ -81,67 +81,132 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	for _, w := range cfg.Warnings() {
 		log.Warn(w, "component", "config")
 	}
-	obs, err := newObserver(cfg, log)
+	obs, observeRegistry, stopHTTP, err := startObserving(ctx, cfg, log, backfill == nil)
 	if err != nil {
 		return err
-	}
-	rc := cfg.DebeziumRouter()
-	var observeRegistry func(error)
-	if rc != nil && rc.UsesRegistry() {
-		// Before serving: the readiness check of the registry is part of
-		// the endpoint from its start.
-		if observeRegistry, err = obs.watchRegistry(); err != nil {
-			return err
-		}
-	}
-	stopHTTP := func() {}
-	if backfill == nil {
-		// A backfill serves no endpoints: it runs beside the relay's
-		// pod or container, whose port it would take.
-		// The relay serves before the steps below, which wait for
-		// PostgreSQL or Kafka for as long as they are down: a liveness
-		// probe finding no endpoint would restart the pod over and over,
-		// which brings neither back. Meanwhile /readyz names the step.
-		if stopHTTP, err = obs.serve(ctx); err != nil {
-			return err
-		}
 	}
 	defer stopHTTP()
+
 	sc := cfg.SinkConfig()
-	var inst *poller.Instance
-	if cfg.Source == "poll" && sc.TransactionalID != "" {
-		obs.starting("taking a poller instance number, which waits for PostgreSQL to answer")
-		if inst, err = takeInstance(ctx, cfg, sc.TransactionalID, log); err != nil || inst == nil {
-			return err
-		}
-		defer inst.Release(context.WithoutCancel(ctx))
-		sc.TransactionalID = inst.TransactionalID(sc.TransactionalID)
-		log.Info("publishing in Kafka transactions of this instance's own", "component", "app", "instance", inst.Number, "transactional_id", sc.TransactionalID, "transaction_timeout", sc.TransactionTimeout)
+	inst, ok, err := takePollerInstance(ctx, cfg, &sc, obs, log)
+	if err != nil || !ok {
+		return err
 	}
-	tr, err := tracing.FromEnv(ctx, os.Getenv, Build().Version, log)
+	if inst != nil {
+		defer inst.Release(context.WithoutCancel(ctx))
+	}
+	tr, stopTracing, err := startTracing(ctx, log)
 	if err != nil {
 		return err
 	}
-	if tr != nil {
-		log.Info("tracing: a span for each event with a trace context, exported over OTLP", "component", "tracing")
-		defer func() {
-			// After the sink has closed, so every span has ended.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := tr.Shutdown(sctx); err != nil {
-				log.Warn("spans of the last events may be lost", "component", "tracing", "err", err)
-			}
-		}()
-	}
-	snk, err := sink.New(sc, append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
+	// After the sink has closed, so that every span has ended.
+	defer stopTracing()
+	snk, err := openSink(ctx, sc, obs, inst != nil, log)
 	if err != nil {
 		return err
 	}
 	defer snk.Close()
 	// Stop serving before the sink closes, as the Kafka check pings it.
 	defer stopHTTP()
+	src, closeSource, err := openSource(cfg, sc, snk, backfill, configFlags, log)
+	if err != nil {
+		return err
+	}
+	defer closeSource()
+	runOpts, err := runnerOptions(ctx, cfg, obs, observeRegistry, log)
+	if err != nil {
+		return err
+	}
+	obs.m.ExportSource(src)
+	r, err := connector.NewRunner(src, obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), append(runOpts, connector.WithObserver(obs.m.Observer()))...)
+	if err != nil {
+		return err
+	}
+	logStart(cfg, log, backfill != nil)
+	obs.starting("")
+	if err := relay(ctx, r, obs, log); err != nil {
+		return err
+	}
+	stopHTTP()
+	if backfill == nil {
+		log.Info("outboxrelay stopped", "component", "app")
+	}
+	return nil
+}
+
+// startObserving makes the relay's metrics and probes, and with serve,
+// serves them. observeRegistry is what the Debezium router reports the
+// Schema Registry's answers to, nil without one; stopHTTP ends serving,
+// and may be called more than once.
+func startObserving(ctx context.Context, cfg *config.Config, log *slog.Logger, serve bool) (obs *observer, observeRegistry func(error), stopHTTP func(), err error) {
+	if obs, err = newObserver(cfg, log); err != nil {
+		return nil, nil, nil, err
+	}
+	if rc := cfg.DebeziumRouter(); rc != nil && rc.UsesRegistry() {
+		// Before serving: the readiness check of the registry is part of
+		// the endpoint from its start.
+		if observeRegistry, err = obs.watchRegistry(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if !serve {
+		// A backfill serves no endpoints: it runs beside the relay's pod
+		// or container, whose port it would take.
+		return obs, observeRegistry, func() {}, nil
+	}
+	// The relay serves before the steps after this one, which wait for
+	// PostgreSQL or Kafka for as long as they are down: a liveness probe
+	// finding no endpoint would restart the pod over and over, which
+	// brings neither back. Meanwhile /readyz names the step.
+	if stopHTTP, err = obs.serve(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	return obs, observeRegistry, stopHTTP, nil
+}
+
+// takePollerInstance takes, for a poller in Kafka transactions, this
+// instance's number and makes sc's transactional id its own; nothing for
+// any other relay. ok is false when ctx was cancelled while PostgreSQL did
+// not answer: a stop before the start, no error.
+func takePollerInstance(ctx context.Context, cfg *config.Config, sc *sink.Config, obs *observer, log *slog.Logger) (inst *poller.Instance, ok bool, err error) {
+	if cfg.Source != "poll" || sc.TransactionalID == "" {
+		return nil, true, nil
+	}
+	obs.starting("taking a poller instance number, which waits for PostgreSQL to answer")
+	if inst, err = takeInstance(ctx, cfg, sc.TransactionalID, log); err != nil || inst == nil {
+		return nil, false, err
+	}
+	sc.TransactionalID = inst.TransactionalID(sc.TransactionalID)
+	log.Info("publishing in Kafka transactions of this instance's own", "component", "app", "instance", inst.Number, "transactional_id", sc.TransactionalID, "transaction_timeout", sc.TransactionTimeout)
+	return inst, true, nil
+}
+
+// startTracing sets up tracing as the OTEL_ variables ask (nil when they
+// do not), and returns what exports the last spans at the end.
+func startTracing(ctx context.Context, log *slog.Logger) (*tracing.Tracing, func(), error) {
+	tr, err := tracing.FromEnv(ctx, Build().Version, log)
+	if err != nil || tr == nil {
+		return nil, func() {}, err
+	}
+	log.Info("tracing: a span for each event with a trace context, exported over OTLP", "component", "tracing", "protocol", tr.Protocol())
+	return tr, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("spans of the last events may be lost", "component", "tracing", "err", err)
+		}
+	}, nil
+}
+
+// openSink makes the Kafka sink and hands it to the observer's checks.
+// fence says the relay took a poller instance's transactional id.
+func openSink(ctx context.Context, sc sink.Config, obs *observer, fence bool, log *slog.Logger) (*sink.Sink, error) {
+	snk, err := sink.New(sc, append([]sink.Option{sink.WithLogger(log)}, obs.sinkOptions()...)...)
+	if err != nil {
+		return nil, err
+	}
 	obs.useSink(snk)
-	if inst != nil {
+	if fence {
 		obs.starting("fencing a previous instance's Kafka transaction, which waits for Kafka to answer")
 		// A predecessor that died with this number may have left a
 		// transaction open, which holds read_committed consumers back
@@ -151,118 +216,113 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 			log.Warn("could not fence a previous instance's transactional id at start; the first transaction will", "component", "app", "err", err)
 		}
 	}
+	return snk, nil
+}
 
-	var src connector.Source
+// openSource makes the source cfg names, and returns what closes it.
+func openSource(cfg *config.Config, sc sink.Config, snk *sink.Sink, backfill *cdc.Backfill, configFlags []string, log *slog.Logger) (connector.Source, func(), error) {
 	switch cfg.Source {
 	case "cdc":
-		var c *cdc.Source
 		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, cfg.Log.Level, snk), Build().Version),
 			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
 		}
-		c, err = cdc.New(cfg.CDCConfig(), opts...)
-		if err == nil {
-			defer c.Close()
-			src = c
+		c, err := cdc.New(cfg.CDCConfig(), opts...)
+		if err != nil {
+			return nil, nil, err
 		}
+		return c, func() { c.Close() }, nil
 	case "poll":
-		src, err = newPoller(cfg, log)
+		p, err := newPoller(cfg, log)
+		return p, func() {}, err
 	default:
-		err = fmt.Errorf("source %q is not supported", cfg.Source)
+		return nil, nil, fmt.Errorf("source %q is not supported", cfg.Source)
 	}
-	if err != nil {
-		return err
-	}
-	runOpts := []connector.Option{connector.WithLogger(log.With("component", "runner"))}
+}
+
+// runnerOptions are the runner's logger and its routers: a table's own
+// routing (outbox.tables), and the Debezium router when its keys are set.
+func runnerOptions(ctx context.Context, cfg *config.Config, obs *observer, observeRegistry func(error), log *slog.Logger) ([]connector.Option, error) {
+	opts := []connector.Option{connector.WithLogger(log.With("component", "runner"))}
 	if trs := cfg.TableRoutings(); trs != nil {
-		// outbox.tables with a table that routes its own way.
 		tr := connector.TableRouter{Default: connector.NewRouting(cfg.RunnerConfig().Routing), Tables: map[string]connector.Router{}}
 		for name, r := range trs {
 			tr.Tables[name] = connector.NewRouting(r)
 		}
-		runOpts = append(runOpts, connector.WithRouter(tr))
+		opts = append(opts, connector.WithRouter(tr))
 	}
-	if rc != nil {
-		// The router types columns by the outbox tables' catalogs, read
-		// with the sources' network settings.
-		ropts := []debezium.RouterOption{debezium.WithLogger(log), debezium.WithCatalog(debezium.PostgresCatalog(rc.PostgresURL, rc.Network))}
-		if rc.UsesRegistry() {
-			// A registry that does not answer holds routing, which asks
-			// it again until it answers or the runner's publishing stops.
-			ropts = append(ropts, debezium.WithRegistryState(observeRegistry))
-		}
-		rt, err := debezium.NewRouter(*rc, ropts...)
+	if rc := cfg.DebeziumRouter(); rc != nil {
+		rt, err := debeziumRouter(ctx, cfg, *rc, obs, observeRegistry, log)
 		if err != nil {
-			return err
-		}
-		// A table the configured records cannot be made from stops the
-		// relay now; one that cannot be read yet is read again with the
-		// first event.
-		obs.starting("reading the outbox table's column types for the Debezium router")
-		if err := rt.Check(ctx); connector.IsPermanent(err) {
-			return err
-		} else if err != nil {
-			log.Warn("could not read the outbox table's column types at start; reading them with the first event", "component", "app", "err", err)
-		}
-		// The Debezium router makes its own topics: routing.topic_pattern
-		// is checked on what it makes.
-		allowed, err := connector.AllowTopics(rt, cfg.Routing.TopicPattern)
-		if err != nil {
-			return err
+			return nil, err
 		}
 		// Debezium's router makes a record with a null key of a row whose
 		// key column is NULL (EventRouterDelegate.defineRecordKey).
-		runOpts = append(runOpts, connector.WithRouter(allowed), connector.WithNullKeys())
+		opts = append(opts, connector.WithRouter(rt), connector.WithNullKeys())
 	}
-	obs.m.ExportSource(src)
-	r, err := connector.NewRunner(src, obs.m.Sink(tr.Sink(snk)), cfg.RunnerConfig(), append(runOpts, connector.WithObserver(obs.m.Observer()))...)
+	return opts, nil
+}
+
+// debeziumRouter makes the router of rc, whose topics
+// routing.topic_pattern allows, and reads the outbox table's column types
+// for it.
+func debeziumRouter(ctx context.Context, cfg *config.Config, rc debezium.RouterConfig, obs *observer, observeRegistry func(error), log *slog.Logger) (connector.Router, error) {
+	// The router types columns by the outbox tables' catalogs, read with
+	// the sources' network settings.
+	ropts := []debezium.RouterOption{debezium.WithLogger(log), debezium.WithCatalog(debezium.PostgresCatalog(rc.PostgresURL, rc.Network))}
+	if rc.UsesRegistry() {
+		// A registry that does not answer holds routing, which asks it
+		// again until it answers or the runner's publishing stops.
+		ropts = append(ropts, debezium.WithRegistryState(observeRegistry))
+	}
+	rt, err := debezium.NewRouter(rc, ropts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	// A table the configured records cannot be made from stops the relay
+	// now; one that cannot be read yet is read again with the first event.
+	obs.starting("reading the outbox table's column types for the Debezium router")
+	if err := rt.Check(ctx); connector.IsPermanent(err) {
+		return nil, err
+	} else if err != nil {
+		log.Warn("could not read the outbox table's column types at start; reading them with the first event", "component", "app", "err", err)
+	}
+	// The Debezium router makes its own topics: routing.topic_pattern is
+	// checked on what it makes.
+	return connector.AllowTopics(rt, cfg.Routing.TopicPattern)
+}
+
+// logStart writes the start line: what runs, against what, and how the
+// Go runtime runs it.
+func logStart(cfg *config.Config, log *slog.Logger, backfill bool) {
 	build := Build()
 	what := "outboxrelay starting"
-	if backfill != nil {
+	if backfill {
 		what = "outboxrelay backfill starting"
 	}
-	tune := tuned.Load()
-	const inside = "the process's own (the relay runs inside another program)"
-	procs, gc, scheduling := inside, inside, inside
-	if tune != nil {
-		procs, gc, scheduling = tune.procsFrom, tune.gcFrom, tune.scheduling
+	limit, from := startLineMemory()
+	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion,
+		"source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
+		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers,
+		"gomaxprocs", runtime.GOMAXPROCS(0), "gomemlimit", limit, "gomemlimit_from", from)
+}
+
+// relay runs r until ctx is cancelled or an error restarting cannot fix.
+func relay(ctx context.Context, r *connector.Runner, obs *observer, log *slog.Logger) error {
+	err := r.Run(ctx)
+	var lost *cdc.SlotLostError
+	if errors.As(err, &lost) && ctx.Err() == nil {
+		// Restarting finds the same slot and checkpoint, so the relay
+		// does not exit into a restart loop: it stays up, not ready, with
+		// outboxrelay_replication_slot_lost at 1 and the error on
+		// /readyz, until someone acts and stops it.
+		obs.halt(err)
+		log.Error("relaying stopped on a lost replication slot; staying up, not ready, until stopped: read the error above and docs/guarantees.md#a-lost-replication-slot",
+			"component", "app", "slot", lost.Slot, "cause", string(lost.Cause))
+		<-ctx.Done()
 	}
-	log.Info(what, "component", "app", "version", build.Version, "revision", build.Revision, "go", build.GoVersion, "source", cfg.Source, "table", strings.Join(cfg.Outbox.TableNames(), ", "),
-		"postgres", secret.Redact(cfg.Postgres.URL), "brokers", cfg.Kafka.Brokers, "gomaxprocs", runtime.GOMAXPROCS(0), "gomaxprocs_from", procs, "gogc_from", gc, "scheduling", scheduling)
-	if tune != nil && tune.memoryLimit > 0 {
-		log.Info("memory limit set from the container's: GOMEMLIMIT is not set", "component", "app",
-			"gomemlimit_mib", tune.memoryLimit>>20, "share", memoryLimitShare, "from", tune.memoryLimitFrom)
-	}
-	if tune != nil {
-		// A process of the relay's own, whose memory is the relay's.
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go releasePagesAfterStart(pctx, obs.m.FirstAcknowledged(), log)
-	}
-	obs.starting("")
-	if err := r.Run(ctx); err != nil {
-		var lost *cdc.SlotLostError
-		if errors.As(err, &lost) && ctx.Err() == nil {
-			// Restarting finds the same slot and checkpoint, so the relay
-			// does not exit into a restart loop: it stays up, not ready,
-			// with outboxrelay_replication_slot_lost at 1 and the error on
-			// /readyz, until someone acts and stops it.
-			obs.halt(err)
-			log.Error("relaying stopped on a lost replication slot; staying up, not ready, until stopped: read the error above and docs/guarantees.md#a-lost-replication-slot",
-				"component", "app", "slot", lost.Slot, "cause", string(lost.Cause))
-			<-ctx.Done()
-		}
-		return err
-	}
-	stopHTTP()
-	if backfill == nil {
-		log.Info("outboxrelay stopped", "component", "app")
-	}
-	return nil
+	return err
 }
 
 // checkpointStore opens the CDC source's checkpoint store: the compacted

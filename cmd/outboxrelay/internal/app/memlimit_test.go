@@ -1,90 +1,85 @@
 package app
 
 import (
+	"errors"
+	"math"
 	"os"
-	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-func TestContainerMemoryLimit(t *testing.T) {
+// TestSetMemoryLimit sets the runtime's soft limit to 0.9 of the
+// container's, leaves it alone when GOMEMLIMIT is set or AUTOMEMLIMIT is
+// off, and says where the limit came from in each case.
+func TestSetMemoryLimit(t *testing.T) {
+	const mib = 1 << 20
+	was := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(was) })
 	for _, tc := range []struct {
-		name  string
-		files map[string]string
-		want  int64
-		from  string
+		name      string
+		env       map[string]string
+		provider  memlimit.Provider
+		wantLimit int64 // math.MaxInt64: none
+		wantFrom  string
 	}{
-		{name: "cgroup v2 in a namespace", files: map[string]string{
-			"proc/self/cgroup":         "0::/\n",
-			"sys/fs/cgroup/memory.max": "268435456\n",
-		}, want: 256 << 20, from: "sys/fs/cgroup/memory.max"},
-		{name: "cgroup v2 nested path", files: map[string]string{
-			"proc/self/cgroup":                           "0::/kubepods/pod1/ctr\n",
-			"sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "104857600\n",
-		}, want: 100 << 20, from: "sys/fs/cgroup/kubepods/pod1/ctr/memory.max"},
-		{name: "cgroup v2 without a limit", files: map[string]string{
-			"proc/self/cgroup":         "0::/\n",
-			"sys/fs/cgroup/memory.max": "max\n",
-		}},
-		{name: "cgroup v1", files: map[string]string{
-			"proc/self/cgroup": "12:cpu,cpuacct:/\n4:memory:/docker/abc\n",
-			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "536870912\n",
-		}, want: 512 << 20, from: "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes"},
-		{name: "cgroup v1 without a limit", files: map[string]string{
-			"proc/self/cgroup":                           "4:memory:/\n",
-			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
-		}},
-		{name: "no cgroup file", files: map[string]string{}},
-		{name: "garbage", files: map[string]string{
-			"proc/self/cgroup":         "0::/\n",
-			"sys/fs/cgroup/memory.max": "lots\n",
-		}},
+		{name: "a container limit", provider: memlimit.Limit(256 * mib),
+			wantLimit: 241591910 /* 0.9 of 256 MiB, rounded down */, wantFrom: "0.9 of the cgroup's memory limit of 256 MiB"},
+		{name: "AUTOMEMLIMIT sets the ratio", env: map[string]string{"AUTOMEMLIMIT": "0.5"}, provider: memlimit.Limit(256 * mib),
+			wantLimit: 128 * mib, wantFrom: "AUTOMEMLIMIT=0.5 of the cgroup's memory limit of 256 MiB"},
+		{name: "no container limit", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
+			wantLimit: math.MaxInt64, wantFrom: "none: the cgroup sets no memory limit"},
+		{name: "no cgroup", provider: func() (uint64, error) { return 0, errors.New("cgroups is not supported on this system") },
+			wantLimit: math.MaxInt64, wantFrom: "none: reading the cgroup's memory limit: cgroups is not supported on this system"},
+		{name: "GOMEMLIMIT set", env: map[string]string{"GOMEMLIMIT": "64MiB"}, provider: memlimit.Limit(256 * mib),
+			wantLimit: math.MaxInt64, wantFrom: "GOMEMLIMIT=64MiB"},
+		{name: "AUTOMEMLIMIT off", env: map[string]string{"AUTOMEMLIMIT": "off"}, provider: memlimit.Limit(256 * mib),
+			wantLimit: math.MaxInt64, wantFrom: "none: AUTOMEMLIMIT=off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			for p, content := range tc.files {
-				p = filepath.Join(root, p)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
+			setenv(t, tc.env, "GOMEMLIMIT", "AUTOMEMLIMIT")
+			// What the runtime reads of no GOMEMLIMIT; with GOMEMLIMIT
+			// set, that it is left as it was.
+			debug.SetMemoryLimit(math.MaxInt64)
+			got, err := setMemoryLimit(tc.provider)
+			if err != nil {
+				t.Fatal(err)
 			}
-			got, from := containerMemoryLimit(root)
-			if got != tc.want {
-				t.Errorf("limit %d, want %d", got, tc.want)
-			}
-			if tc.from != "" && from != filepath.Join(root, tc.from) {
-				t.Errorf("read from %s, want %s", from, tc.from)
+			if runtime := debug.SetMemoryLimit(-1); runtime != tc.wantLimit || got.bytes != tc.wantLimit || got.from != tc.wantFrom {
+				t.Errorf("runtime limit %d, reported %d from %q; want %d from %q", runtime, got.bytes, got.from, tc.wantLimit, tc.wantFrom)
 			}
 		})
 	}
 }
 
-// TestLimitMemory sets the runtime's limit from a container's, and
-// leaves it alone when GOMEMLIMIT is set.
-func TestLimitMemory(t *testing.T) {
+// An AUTOMEMLIMIT the library cannot use stops the start, naming it, and
+// leaves the runtime's limit alone.
+func TestSetMemoryLimitBadAUTOMEMLIMIT(t *testing.T) {
 	was := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(was) })
-	root := t.TempDir()
-	for p, content := range map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": "268435456\n"} {
-		p = filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	setenv(t, map[string]string{"AUTOMEMLIMIT": "90%"}, "GOMEMLIMIT", "AUTOMEMLIMIT")
+	debug.SetMemoryLimit(math.MaxInt64)
+	_, err := setMemoryLimit(memlimit.Limit(256 << 20))
+	if err == nil || !strings.Contains(err.Error(), `AUTOMEMLIMIT="90%"`) {
+		t.Errorf("err = %v, want one naming AUTOMEMLIMIT=\"90%%\"", err)
 	}
-	env := map[string]string{"GOMEMLIMIT": "200MiB"}
-	if got, _ := limitMemory(func(k string) string { return env[k] }, root); got != 0 || debug.SetMemoryLimit(-1) != was {
-		t.Errorf("with GOMEMLIMIT set: set %d, runtime limit %d; want none set", got, debug.SetMemoryLimit(-1))
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("runtime limit %d after the error, want none", got)
 	}
-	delete(env, "GOMEMLIMIT")
-	limit := float64(256 << 20)
-	want := int64(limit * memoryLimitShare)
-	if got, _ := limitMemory(func(k string) string { return env[k] }, root); got != want || debug.SetMemoryLimit(-1) != want {
-		t.Errorf("without GOMEMLIMIT: set %d, runtime limit %d; want %d", got, debug.SetMemoryLimit(-1), want)
+}
+
+// setenv sets each of keys to env's value for the test, and unsets those
+// env has none for.
+func setenv(t *testing.T, env map[string]string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		t.Setenv(k, env[k]) // restored at the test's end
+		if _, ok := env[k]; !ok {
+			if err := os.Unsetenv(k); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

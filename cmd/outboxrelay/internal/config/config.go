@@ -38,7 +38,6 @@ type Config struct {
 	Shutdown       Shutdown       `yaml:"shutdown"`
 	HTTP           HTTP           `yaml:"http"`
 	Metrics        Metrics        `yaml:"metrics"`
-	Process        Process        `yaml:"process"`
 }
 
 // Postgres is the database connection.
@@ -123,18 +122,6 @@ type Log struct {
 // Shutdown is the graceful stop.
 type Shutdown struct {
 	Timeout time.Duration `yaml:"timeout" doc:"How long a stop waits for in-flight events to be acknowledged."`
-}
-
-// Process is how the relay's process runs on its machine.
-type Process struct {
-	SchedBatch *bool `yaml:"sched_batch" doc:"Run the relay's threads under Linux's SCHED_BATCH policy, whose threads do not preempt the one running on a core when they wake: on a node shared with PostgreSQL, the walsender then sends a transaction without the relay taking its core at each message (docs/performance.md#yielding-on-wakeup). false keeps the policy the process started with, as does a process started under another policy (chrt). Needs no privilege; ignored outside Linux."`
-}
-
-func (p *Process) setDefaults() {
-	if p.SchedBatch == nil {
-		on := true
-		p.SchedBatch = &on
-	}
 }
 
 // EnvPrefix starts every environment variable that sets a key.
@@ -251,7 +238,6 @@ func (c *Config) setDefaults() {
 		c.Log.Format = FormatJSON
 	}
 	c.HTTP.setDefaults()
-	c.Process.setDefaults()
 }
 
 // Validate reports every problem of every section at once, checking each

@@ -16,9 +16,8 @@ type Memory struct {
 	// or BrokerMaxMessageBytes when that is unset.
 	Record int64
 	// Base is the runtime, the binary's pages, connections and metrics:
-	// 30-32 MiB peak RSS measured draining with 1024 small records in flight
-	// (kafka.max_buffered_records' default), of which the binary's pages
-	// are 18 MiB (docs/performance.md#memory, #the-collector).
+	// a relay draining small records peaks at 30-37 MiB, 22-23 MiB of it
+	// its binary's file pages (docs/performance.md#memory).
 	Base int64
 	// Source is what the source holds: the poller, claims × (a claim's
 	// rows, at most poll.max_batch_bytes or one row of Record, plus pgx's
@@ -36,10 +35,11 @@ type Memory struct {
 // Live is what may be in use at once.
 func (m Memory) Live() int64 { return m.Source + m.Sink }
 
-// Peak is the resident memory to allow: Base plus twice Live, since with
-// GOGC=100 the heap grows to twice what is live before a collection. A
-// relay at its own GOGC of 150 has Peak, less its binary's pages, as its
-// soft memory limit (cmd/outboxrelay/internal/app/gc.go), which holds it to the same.
+// Peak is the resident memory to allow, the container's memory limit:
+// Base plus twice Live, since with Go's default GOGC of 100 the heap grows
+// to twice what is live before a collection. The relay sets no limit from
+// it; the runtime's soft limit comes from the container's
+// (cmd/outboxrelay/internal/app/memlimit.go).
 func (m Memory) Peak() int64 { return m.Base + 2*m.Live() }
 
 func (m Memory) String() string {
@@ -59,7 +59,7 @@ func (c *Config) Memory() Memory {
 	if r == 0 {
 		r = BrokerMaxMessageBytes
 	}
-	m := Memory{Record: r, Base: 32 << 20, Sink: 2 * int64(sc.MaxBufferedBytes)}
+	m := Memory{Record: r, Base: 40 << 20, Sink: 2 * int64(sc.MaxBufferedBytes)}
 	readBuf := pow2(r)
 	if c.Source == "poll" {
 		pc := c.PollConfig()

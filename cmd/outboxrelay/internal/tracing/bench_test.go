@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -41,11 +41,7 @@ func BenchmarkSink(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer srv.Close()
-	c, err := newOTLPClient(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}), "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	exp, err := otlptrace.New(b.Context(), c)
+	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(srv.URL))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -122,24 +122,30 @@ func TestSinkEndsTheSpanOfAMessageNotSent(t *testing.T) {
 	}
 }
 
+// fromEnv turns tracing on with an OTLP endpoint, over the protocol the
+// variables name, and off when the SDK or the exporter is turned off.
 func TestFromEnv(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		on      bool
-		wantErr string
+		name     string
+		env      map[string]string
+		protocol string // "": off
+		wantErr  string
 	}{
 		{name: "nothing set", env: nil},
-		{name: "endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, on: true},
-		{name: "traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1/v1/traces"}, on: true},
+		{name: "endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, protocol: "http/protobuf"},
+		{name: "traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1/v1/traces"}, protocol: "http/protobuf"},
 		{name: "disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_SDK_DISABLED": "true"}},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER": "none"}},
+		{name: "exporter otlp", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER": "otlp"}, protocol: "http/protobuf"},
 		{name: "exporter zipkin", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: `OTEL_TRACES_EXPORTER="zipkin": the relay exports traces over otlp only`},
-		{name: "grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, wantErr: "http/protobuf only"},
-		{name: "traces protocol overrides", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, on: true},
+		{name: "grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, protocol: "grpc"},
+		{name: "traces protocol overrides", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, protocol: "http/protobuf"},
+		{name: "http/json", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, protocol: "http/json"},
+		{name: "http/thrift", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/thrift"},
+			wantErr: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/thrift": the relay exports OTLP over http/protobuf or http/json`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := FromEnv(t.Context(), func(k string) string { return tc.env[k] }, "test", slog.New(slog.DiscardHandler))
+			protocol, on, err := fromEnv(func(k string) string { return tc.env[k] })
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
@@ -149,12 +155,25 @@ func TestFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (tr != nil) != tc.on {
-				t.Errorf("tracing on = %v, want %v", tr != nil, tc.on)
-			}
-			if err := tr.Shutdown(t.Context()); err != nil {
-				t.Error(err)
+			if on != (tc.protocol != "") || protocol != tc.protocol {
+				t.Errorf("on %v over %q, want %q", on, protocol, tc.protocol)
 			}
 		})
+	}
+}
+
+// FromEnv with nothing set makes no tracing, which passes messages
+// through.
+func TestFromEnvOff(t *testing.T) {
+	setOTELEnv(t, nil)
+	tr, err := FromEnv(t.Context(), "test", slog.New(slog.DiscardHandler))
+	if err != nil || tr != nil {
+		t.Fatalf("FromEnv = %v, %v; want nil, nil", tr, err)
+	}
+	if err := tr.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	if s := (ackSink{}); tr.Sink(s) != connector.Sink(s) {
+		t.Error("a nil Tracing wraps the sink")
 	}
 }
