@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -193,9 +195,19 @@ func testReplayStopAndResume(t *testing.T, env ...string) {
 	rows := readRows(ctx, t, pool, "outbox")
 	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, ""))
 
-	p := startBinary(t, []string{"replay", "--config", cfg, "--since", since.Format(time.RFC3339Nano), "--timestamp-column", "created_at", "--rate", "1000", "--batch-size", "100"}, env...)
+	p := startBinary(t, []string{"replay", "--config", cfg, "--since", since.Format(time.RFC3339Nano), "--timestamp-column", "created_at",
+		"--rate", "1000", "--batch-size", "100", "--metrics-listen", "127.0.0.1:0"}, env...)
 	waitLog(t, p, "replay starting", time.Minute)
 	time.Sleep(time.Second)
+	// While it runs, its own /metrics count what it does.
+	addr := regexp.MustCompile(`msg="serving metrics".* addr=(\S+)`).FindStringSubmatch(p.out.String())
+	if addr == nil {
+		t.Fatalf("the replay does not say where it serves its metrics:\n%s", p.out.String())
+	}
+	scraped := scrape(t, "http://"+addr[1]+"/metrics")
+	if !strings.Contains(scraped, "outboxrelay_replay_rows_chosen 3000") || !regexp.MustCompile(`(?m)^outboxrelay_replayed_total [1-9]`).MatchString(scraped) {
+		t.Errorf("the replay's metrics do not count 3000 rows chosen and some replayed:\n%s", scraped)
+	}
 	if code := p.signal(t, syscall.SIGINT, time.Minute); code != 1 {
 		t.Fatalf("replay exit code %d after SIGINT, want 1 (stopped before the end)", code)
 	}
@@ -253,6 +265,64 @@ func TestReplayRefusesAndDryRun(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(string(out), "1 of the 1 ids given are in no outbox table") || !strings.Contains(string(out), "--partial") {
 		t.Errorf("an id no table holds: exit %d, want 1 and a refusal counting it:\n%s", exitCode(err), out)
 	}
+}
+
+// scrape gets url's body.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// With the poller the same command works on its table: the rows it
+// published, told by its published column, ordered by its order column.
+func TestReplayPoller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	applyBinaryPollDDL(t, url)
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n"))
+	startBinary(t, []string{"run", "--config", cfg})
+	since := serverNow(ctx, t, pool)
+	workload{table: "outbox", writers: 2, aggregates: 10, events: 500, txnSize: 5}.write(ctx, t, pool)
+	rows := readRows(ctx, t, pool, "outbox")
+	c := newCollector(t, brokers, "outbox.event.order")
+	c.waitFor(t, rows, time.Minute)
+	// Every row marked published, so that the replay chooses them all.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows not marked published after a minute", waiting)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := replayCommand(t, nil, "replay", "--config", cfg, "--since", since.Format(time.RFC3339Nano)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "published 500 of 500 rows chosen again") {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "published column") {
+		t.Errorf("the replay does not say it told commit times by the published column:\n%s", out)
+	}
+	c.settle(time.Second)
+	checkReplayed(t, c, rows, replayID(t, out))
 }
 
 // replayCommand is the binary with args and the test's environment plus

@@ -227,5 +227,21 @@ func fromRecord(r *kgo.Record) *DeadLetter {
 			d.Topic = string(h.Value)
 		}
 	}
+	if d.Topic == "" {
+		d.Topic = topicInReason(d.Reason)
+	}
 	return d
+}
+
+// notAllowed finds the topic in the reason of an event routed outside
+// routing.topic_pattern (connector.TopicNotAllowedError), whose dead
+// letter has no original topic header: routing refused the topic it made.
+var notAllowed = regexp.MustCompile(`^topic "([^"]+)" is outside routing\.topic_pattern`)
+
+// topicInReason is the topic a reason names as refused, or "".
+func topicInReason(reason string) string {
+	if m := notAllowed.FindStringSubmatch(reason); m != nil {
+		return m[1]
+	}
+	return ""
 }

@@ -136,7 +136,7 @@ func (r *redrive) settleRows(ctx context.Context, rd *reader, outs []*outcome) e
 			switch {
 			case o.stay == "":
 				went = append(went, o.d.ctid)
-			case o.stay != o.d.Reason:
+			case o.renewed:
 				if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s SET reason = $2 WHERE ctid = $1::text::tid", ident), o.d.ctid, tableReason(o.stay)); err != nil {
 					return classify("record the new reason in "+dl, err)
 				}
@@ -177,7 +177,7 @@ func listTable(ctx context.Context, conn *pgx.Conn, rd *reader, f Filter, fn fun
 	for rr.NextRow() {
 		v := rr.Values()
 		us, _ := strconv.ParseInt(string(v[5]), 10, 64)
-		d := &DeadLetter{Where: "table " + dl, EventID: string(v[0]), Reason: string(v[3]), Time: time.UnixMicro(us),
+		d := &DeadLetter{Where: "table " + dl, EventID: string(v[0]), Reason: string(v[3]), Topic: topicInReason(string(v[3])), Time: time.UnixMicro(us),
 			Key: append([]byte{}, v[2]...), Value: append([]byte{}, v[6]...),
 			Headers: []connector.Header{{Key: "aggregatetype", Value: append([]byte{}, v[1]...)}, {Key: "attempts", Value: append([]byte{}, v[4]...)}}}
 		if !f.takes(d) {

@@ -56,7 +56,8 @@ type RedriveResult struct {
 	// Source names where the dead letters are.
 	Source string
 	// Went to their topics; Stayed dead-lettered, of which SetAside with
-	// a new reason in a dead letter of their own.
+	// a new reason (a dead letter of their own on the topic, their row's
+	// reason in the table).
 	Went, Stayed, SetAside int64
 	// Stays are the first of those that stayed, with why.
 	Stays []string
@@ -165,14 +166,14 @@ func (r *redrive) fromTopic(ctx, work context.Context, topic string) error {
 	var batch []*DeadLetter
 	errStop := errors.New("stopped")
 	err = dl.each(work, func(d *DeadLetter) error {
-		if len(batch) > 0 && (len(batch) >= r.BatchSize || batch[0].partition != d.partition) {
+		if len(batch) > 0 && (len(batch) >= r.BatchSize || batch[0].partition != d.partition || ctx.Err() != nil) {
 			if err := r.sendBatch(work, topic, batch); err != nil {
 				return err
 			}
 			batch = batch[:0]
-			if ctx.Err() != nil {
-				return errStop
-			}
+		}
+		if ctx.Err() != nil {
+			return errStop
 		}
 		if r.Filter.takes(d) {
 			batch = append(batch, d)
@@ -222,8 +223,10 @@ type outcome struct {
 	msg *connector.Message
 	// event is the event read again; nil when its row is gone.
 	event *connector.Event
-	// stay is why it stays; empty when it went.
-	stay string
+	// stay is why it stays; empty when it went. renewed: that is not the
+	// reason it was dead-lettered with.
+	stay    string
+	renewed bool
 }
 
 // route decides each dead letter's outcome with today's routing.
@@ -254,9 +257,10 @@ func (r *redrive) route(ctx context.Context, batch []*DeadLetter, rows map[strin
 		}
 	}
 	for _, o := range out {
+		o.renewed = o.stay != "" && o.stay != o.d.Reason
 		// A dead letter topic gets a new record; a dead-letter table row
 		// gets the new reason in place (fromTable).
-		if o.stay != "" && o.stay != o.d.Reason && dlTopic != "" {
+		if o.renewed && dlTopic != "" {
 			o.msg = r.newDeadLetter(o, dlTopic, &connector.EventError{EventID: o.d.EventID, Err: errors.New(o.stay)})
 		}
 	}
@@ -347,28 +351,28 @@ func (r *redrive) messages(outs []*outcome, dlTopic string) ([]*connector.Messag
 			// to: the sink's error says what is wrong.
 			return nil, cause
 		}
-		o.stay = cause.Err.Error()
+		o.stay, o.renewed = cause.Err.Error(), true
 		o.msg = r.newDeadLetter(o, dlTopic, cause)
 		return o.msg, nil
 	}
 	return msgs, refuse
 }
 
-// tally counts outcomes: went to their topics, stayed, and of those set
-// aside with a dead letter of their own.
-func tally(outs []*outcome) (went, stayed, aside int64) {
+// tally counts outcomes: went to their topics, stayed, and of those the
+// ones that stay with a new reason.
+func tally(outs []*outcome) (went, stayed, renewed int64) {
 	for _, o := range outs {
 		switch {
 		case o.stay == "":
 			went++
-		case o.msg != nil:
+		case o.renewed:
 			stayed++
-			aside++
+			renewed++
 		default:
 			stayed++
 		}
 	}
-	return went, stayed, aside
+	return went, stayed, renewed
 }
 
 // count adds a batch's outcomes to the result and the metrics.
