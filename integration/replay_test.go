@@ -198,14 +198,19 @@ func testReplayStopAndResume(t *testing.T, env ...string) {
 	p := startBinary(t, []string{"replay", "--config", cfg, "--since", since.Format(time.RFC3339Nano), "--timestamp-column", "created_at",
 		"--rate", "1000", "--batch-size", "100", "--metrics-listen", "127.0.0.1:0"}, env...)
 	waitLog(t, p, "replay starting", time.Minute)
-	time.Sleep(time.Second)
-	// While it runs, its own /metrics count what it does.
+	// While it runs, its own /metrics count what it does; at --rate 1000
+	// it takes three seconds at least, and is stopped once some rows are
+	// in Kafka again.
 	addr := regexp.MustCompile(`msg="serving metrics".* addr=(\S+)`).FindStringSubmatch(p.out.String())
 	if addr == nil {
 		t.Fatalf("the replay does not say where it serves its metrics:\n%s", p.out.String())
 	}
-	scraped := scrape(t, "http://"+addr[1]+"/metrics")
-	if !strings.Contains(scraped, "outboxrelay_replay_rows_chosen 3000") || !regexp.MustCompile(`(?m)^outboxrelay_replayed_total [1-9]`).MatchString(scraped) {
+	someDone := regexp.MustCompile(`(?m)^outboxrelay_replayed_total [1-9]`)
+	var scraped string
+	for deadline := time.Now().Add(time.Minute); !someDone.MatchString(scraped) && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		scraped = scrape(t, "http://"+addr[1]+"/metrics")
+	}
+	if !strings.Contains(scraped, "outboxrelay_replay_rows_chosen 3000") || !someDone.MatchString(scraped) {
 		t.Errorf("the replay's metrics do not count 3000 rows chosen and some replayed:\n%s", scraped)
 	}
 	if code := p.signal(t, syscall.SIGINT, time.Minute); code != 1 {

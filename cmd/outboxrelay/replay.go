@@ -132,8 +132,8 @@ func runReplay(ctx context.Context, job replay.Job, cf configFlags, metricsListe
 		fmt.Fprintf(stdout, "outboxrelay replay %s: published %d of %d rows chosen again (%d of them to the dead letter topic, %d ids in no table) in %s; each record carries %s=%s\n",
 			res.ID, res.Replayed, res.Chosen, res.DeadLettered, res.Missing, res.Elapsed.Round(time.Millisecond), replay.HeaderReplay, res.ID)
 	default:
-		fmt.Fprintf(stdout, "outboxrelay replay %s: stopped after %d of %d rows chosen (%d to the dead letter topic); the rest follows with: %s\n",
-			res.ID, res.Replayed, res.Chosen, res.DeadLettered, resume)
+		fmt.Fprintf(stdout, "outboxrelay replay %s: stopped after %d of %d rows chosen (%d to the dead letter topic), where topic %s keeps it; the rest follows with: %s\n",
+			res.ID, res.Replayed, res.Chosen, res.DeadLettered, res.StateTopic, resume)
 		return fmt.Errorf("replay %s stopped before every row chosen was published; resume it with: %s", res.ID, resume)
 	}
 	return nil

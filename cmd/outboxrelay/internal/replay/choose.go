@@ -182,7 +182,7 @@ func (r *run) chooseIDs(ctx context.Context, d *deletion) error {
 	r.st.IDsDigest = ids.digest()
 	r.st.Chosen, r.st.Missing = total-missing, missing
 	if missing > 0 && !r.job.Partial {
-		return missingIDs(missing, total, some, d)
+		return missingIDs(missing, total, some, d, r.cfg.Source == config.SourcePoll)
 	}
 	return nil
 }

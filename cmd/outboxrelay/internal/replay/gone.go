@@ -80,8 +80,11 @@ func (r *reader) checkRange(ctx context.Context, conn *pgx.Conn, d *deletion, no
 }
 
 // missingIDs is the refusal of ids that no table holds (of which some).
-func missingIDs(missing int64, total int64, some []string, d *deletion) error {
+func missingIDs(missing int64, total int64, some []string, d *deletion, poll bool) error {
 	what := "deleted (by the application"
+	if poll {
+		what = "not published by the poller yet (it publishes them anyway), or deleted (by the application"
+	}
 	if d != nil {
 		what += ", or because " + d.what
 	}

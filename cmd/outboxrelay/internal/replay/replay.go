@@ -84,6 +84,8 @@ type Result struct {
 	Missing int64
 	// TimeFrom says what the rows' commit times were read from.
 	TimeFrom string
+	// StateTopic is where the replay's progress is kept.
+	StateTopic string
 	// Finished: every row chosen is in Kafka again; false after a stop.
 	Finished bool
 	// AlreadyFinished: Resume named a replay that had finished.
@@ -156,6 +158,7 @@ type run struct {
 func Replay(ctx context.Context, job Job) (Result, error) {
 	job.setDefaults()
 	r := &run{job: &job, cfg: job.Config, log: job.Log.With("component", "replay")}
+	r.res.StateTopic = job.StateTopic
 	started := time.Now()
 	conn, err := pgsql.Connect(ctx, r.cfg.Postgres.URL, r.cfg.Postgres.Net)
 	if err != nil {
@@ -222,10 +225,10 @@ func (r *run) prepare(ctx context.Context) error {
 // those named.
 func (r *run) tables(only []string) ([]string, error) {
 	all := r.cfg.Outbox.TableNames()
-	if len(all) == 0 {
-		return nil, errors.New("outbox.table_patterns alone name the outbox tables; name the table to replay with --table")
-	}
-	if len(only) == 0 {
+	switch {
+	case len(only) == 0 && len(all) == 0:
+		return nil, errors.New("outbox.table_patterns alone name the outbox tables; name the tables to replay with --table")
+	case len(only) == 0:
 		return all, nil
 	}
 	qualified := func(n string) string {
@@ -268,7 +271,7 @@ func (r *run) resume(ctx context.Context) error {
 		return fmt.Errorf("the state of replay %q in topic %s cannot be read (version %d, this build reads %d): %v", r.job.Resume, r.store.topic, st.Version, stateVersion, err)
 	}
 	r.st = st
-	r.res = Result{ID: st.ID, Chosen: st.Chosen, Missing: st.Missing, Replayed: st.Replayed, DeadLettered: st.DeadLettered}
+	r.res = Result{ID: st.ID, Chosen: st.Chosen, Missing: st.Missing, Replayed: st.Replayed, DeadLettered: st.DeadLettered, StateTopic: r.res.StateTopic}
 	if st.Finished {
 		r.res.Finished, r.res.AlreadyFinished = true, true
 		return nil
