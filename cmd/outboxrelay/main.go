@@ -82,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runCmd(ctx, rest, stdout, stderr)
 	case "backfill":
 		return backfillCmd(ctx, rest, stdout, stderr)
+	case "replay":
+		return replayCmd(ctx, rest, stdout, stderr)
+	case "dead-letters":
+		return deadLettersCmd(ctx, rest, stdout, stderr)
 	case "demo":
 		return demoCmd(ctx, rest, stdout, stderr)
 	case "debezium":

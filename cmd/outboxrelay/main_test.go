@@ -113,6 +113,7 @@ func (r result) String() string {
 var docsPages = []string{
 	"docs/getting-started.md", "docs/configuration.md", "docs/debezium.md", "docs/schema-registry.md", "docs/operations.md",
 	"docs/poller.md", "docs/guarantees.md", "docs/architecture.md", "docs/performance.md", "docs/status.md",
+	"docs/replay.md",
 }
 
 // TestHelp: -h, -help and --help on every command print its usage, naming
@@ -142,6 +143,9 @@ func TestHelp(t *testing.T) {
 		{[]string{"status", "-h"}, "Usage: outboxrelay status", "docs/status.md"},
 		{[]string{"help", "status"}, "Usage: outboxrelay status", "docs/status.md"},
 		{[]string{"backfill", "-h"}, "Usage: outboxrelay backfill", "docs/guarantees.md#recovering-the-gap-outboxrelay-backfill"},
+		{[]string{"replay", "-h"}, "Usage: outboxrelay replay", "docs/replay.md"},
+		{[]string{"dead-letters", "--help"}, "Usage: outboxrelay dead-letters", "docs/replay.md#dead-letters"},
+		{[]string{"dead-letters", "redrive", "-h"}, "Usage: outboxrelay dead-letters", "docs/replay.md#dead-letters"},
 		{[]string{"config-dump", "--help"}, "Usage: outboxrelay config-dump", "docs/operations.md"},
 		{[]string{"config-reference", "-h"}, "Usage: outboxrelay config-reference", "docs/configuration.md"},
 		{[]string{"version", "--help"}, "Usage: outboxrelay version", "docs/operations.md"},
@@ -199,6 +203,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backfill", "--config", "x.yaml"}, "Usage: outboxrelay backfill", "outboxrelay backfill: give exactly one of --after-checkpoint, --since TIME and --all"},
 		{[]string{"backfill", "--all", "--after-checkpoint"}, "Usage: outboxrelay backfill", "give exactly one of"},
 		{[]string{"backfill", "--since", "yesterday"}, "Usage: outboxrelay backfill", `--since "yesterday" is not an RFC 3339 time`},
+		{[]string{"replay", "--config", "x.yaml"}, "Usage: outboxrelay replay", "outboxrelay replay: choose the rows"},
+		{[]string{"replay", "--since", "yesterday"}, "Usage: outboxrelay replay", `--since "yesterday" is not an RFC 3339 time`},
+		{[]string{"replay", "--id", "a", "--since", "2026-01-01T00:00:00Z"}, "Usage: outboxrelay replay", "--id and --ids-file choose rows by themselves"},
+		{[]string{"replay", "--resume", "r1", "--id", "a"}, "Usage: outboxrelay replay", "--resume carries on with the replay's own selection"},
+		{[]string{"replay", "--aggregate", "order"}, "Usage: outboxrelay replay", `--aggregate "order" is not TYPE:ID`},
+		{[]string{"dead-letters"}, "Usage: outboxrelay dead-letters", "outboxrelay dead-letters: no command given"},
+		{[]string{"dead-letters", "purge"}, "Usage: outboxrelay dead-letters", `unknown command "purge"`},
+		{[]string{"dead-letters", "show"}, "Usage: outboxrelay dead-letters", "EVENT_ID is missing"},
+		{[]string{"dead-letters", "redrive", "--reason", "("}, "Usage: outboxrelay dead-letters", "is not a regular expression"},
 		{[]string{"config-dump", "-c", "x"}, "Usage: outboxrelay config-dump", "outboxrelay config-dump: flag provided but not defined: -c"},
 		{[]string{"config-reference", "--json"}, "Usage: outboxrelay config-reference", "flag provided but not defined: -json"},
 		{[]string{"version", "--short"}, "Usage: outboxrelay version", "outboxrelay version: flag provided but not defined: -short"},

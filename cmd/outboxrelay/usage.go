@@ -17,6 +17,12 @@ Commands:
   backfill --config FILE --after-checkpoint
                                    after a lost slot, publish the rows committed since the
                                    checkpoint again and leave the slot where the relay carries on
+  replay --config FILE --since TIME
+                                   beside the running relay, publish again the rows committed
+                                   since TIME (or --id, --aggregate); --resume after a stop
+  dead-letters --config FILE list | show ID | redrive
+                                   list the dead-lettered events, or send them on through
+                                   today's routing
   demo                             run it end to end on a throwaway PostgreSQL and in-process broker
   poll-ddl [--config FILE]         print the SQL that readies the outbox table for source: poll
   init --config FILE               print the SQL that sets up the database (table, publication, slot,
@@ -45,6 +51,8 @@ Documentation, in docs/ of the source repository:
   docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
   docs/status.md            the status page on http.listen and outboxrelay status, the JSON of /status
   docs/poller.md            source: poll (poll-ddl)
+  docs/replay.md            publishing events again and redriving dead letters (replay,
+                            dead-letters)
   docs/guarantees.md        ordering and delivery, and what each fault does
   docs/architecture.md      how an event travels to Kafka and its acknowledgement back
   docs/performance.md       throughput and latency, measured
