@@ -19,7 +19,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/tracing"
 	"github.com/outboxrelay/outboxrelay/connector"
-	"github.com/outboxrelay/outboxrelay/debezium"
 	"github.com/outboxrelay/outboxrelay/internal/secret"
 	"github.com/outboxrelay/outboxrelay/poller"
 	"github.com/outboxrelay/outboxrelay/sink"
@@ -241,56 +240,29 @@ func openSource(cfg *config.Config, sc sink.Config, snk *sink.Sink, backfill *cd
 	}
 }
 
-// runnerOptions are the runner's logger and its routers: a table's own
-// routing (outbox.tables), and the Debezium router when its keys are set.
+// runnerOptions are the runner's logger and its router: the one the
+// commands beside the relay route with too (Router), when the
+// configuration asks for more than the routing section, which the runner
+// applies by itself.
 func runnerOptions(ctx context.Context, cfg *config.Config, obs *observer, observeRegistry func(error), log *slog.Logger) ([]connector.Option, error) {
 	opts := []connector.Option{connector.WithLogger(log.With("component", "runner"))}
-	if trs := cfg.TableRoutings(); trs != nil {
-		tr := connector.TableRouter{Default: connector.NewRouting(cfg.RunnerConfig().Routing), Tables: map[string]connector.Router{}}
-		for name, r := range trs {
-			tr.Tables[name] = connector.NewRouting(r)
-		}
-		opts = append(opts, connector.WithRouter(tr))
+	if cfg.DebeziumRouter() == nil && cfg.TableRoutings() == nil {
+		return opts, nil
 	}
-	if rc := cfg.DebeziumRouter(); rc != nil {
-		rt, err := debeziumRouter(ctx, cfg, *rc, obs, observeRegistry, log)
-		if err != nil {
-			return nil, err
-		}
-		// Debezium's router makes a record with a null key of a row whose
-		// key column is NULL (EventRouterDelegate.defineRecordKey).
-		opts = append(opts, connector.WithRouter(rt), connector.WithNullKeys())
+	if cfg.DebeziumRouter() != nil {
+		obs.starting("reading the outbox table's column types for the Debezium router")
 	}
-	return opts, nil
-}
-
-// debeziumRouter makes the router of rc, whose topics
-// routing.topic_pattern allows, and reads the outbox table's column types
-// for it.
-func debeziumRouter(ctx context.Context, cfg *config.Config, rc debezium.RouterConfig, obs *observer, observeRegistry func(error), log *slog.Logger) (connector.Router, error) {
-	// The router types columns by the outbox tables' catalogs, read with
-	// the sources' network settings.
-	ropts := []debezium.RouterOption{debezium.WithLogger(log), debezium.WithCatalog(debezium.PostgresCatalog(rc.PostgresURL, rc.Network))}
-	if rc.UsesRegistry() {
-		// A registry that does not answer holds routing, which asks it
-		// again until it answers or the runner's publishing stops.
-		ropts = append(ropts, debezium.WithRegistryState(observeRegistry))
-	}
-	rt, err := debezium.NewRouter(rc, ropts...)
+	rt, nullKeys, err := Router(ctx, cfg, log, observeRegistry)
 	if err != nil {
 		return nil, err
 	}
-	// A table the configured records cannot be made from stops the relay
-	// now; one that cannot be read yet is read again with the first event.
-	obs.starting("reading the outbox table's column types for the Debezium router")
-	if err := rt.Check(ctx); connector.IsPermanent(err) {
-		return nil, err
-	} else if err != nil {
-		log.Warn("could not read the outbox table's column types at start; reading them with the first event", "component", "app", "err", err)
+	opts = append(opts, connector.WithRouter(rt))
+	if nullKeys {
+		// Debezium's router makes a record with a null key of a row whose
+		// key column is NULL (EventRouterDelegate.defineRecordKey).
+		opts = append(opts, connector.WithNullKeys())
 	}
-	// The Debezium router makes its own topics: routing.topic_pattern is
-	// checked on what it makes.
-	return connector.AllowTopics(rt, cfg.Routing.TopicPattern)
+	return opts, nil
 }
 
 // logStart writes the start line: what runs, against what, and how the
