@@ -22,7 +22,7 @@ type run struct {
 	progress io.Writer
 	dir      string   // scratch: configuration files, the built binary
 	relay    []string // the relay's command, less --config FILE
-	self     string   // this program, for the profiled relay
+	self     string   // this program, re-executed as the broker or the neighbour
 	db       *database
 	relayURL string // the relays' postgres.url: db.url, or the delaying proxy's
 	w        *workload
@@ -31,6 +31,15 @@ type run struct {
 	endLSN   pglogrepl.LSN // the WAL position after the backlog
 	nextSeq  int           // the next steady-state event's number
 	mu       sync.Mutex
+	// closers undo what the run started, last first.
+	closers []func()
+}
+
+// closeAll runs the closers, last first.
+func (r *run) closeAll() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
 }
 
 func (r *run) say(format string, args ...any) {
@@ -107,28 +116,60 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	r := &run{cfg: cfg, progress: progress, w: newWorkload(cfg.Seed, cfg.Aggregates, cfg.PayloadBytes)}
 	r.rep = &Report{Started: time.Now(), Machine: machine()}
 	began := time.Now()
-	var err error
-	if r.dir, err = os.MkdirTemp("", "outboxbench-"); err != nil {
+	defer r.closeAll()
+	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(r.dir)
-	if r.self, err = os.Executable(); err != nil {
+	if err := r.startServices(ctx); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.RelayLogDir} {
-		if d == "" {
-			continue
-		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := r.phase("backlog", func() error { return r.writeBacklog(ctx) }); err != nil {
+		return nil, err
+	}
+	if cfg.Neighbour > 0 {
+		n, err := startNeighbour(r.self, cfg.Neighbour)
+		if err != nil {
 			return nil, err
 		}
+		r.closers = append(r.closers, n.stop)
+		r.rep.Relay += fmt.Sprintf(", beside a neighbour process burning %v CPUs' worth of time while the drains and steady rates run", cfg.Neighbour)
 	}
+	if cfg.RelayCPUs != "" {
+		r.rep.Relay += ", pinned to CPUs " + cfg.RelayCPUs
+	}
+	if err := r.measureDrains(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.measureLatencies(ctx); err != nil {
+		return nil, err
+	}
+	r.rep.Machine.LoadAfter = loadAverage()
+	r.rep.Seconds = time.Since(began).Seconds()
+	return r.rep, nil
+}
 
+// prepare makes the scratch directory, builds the relay (or takes
+// cfg.RelayBin) and says in the report what runs against what.
+func (r *run) prepare(ctx context.Context) error {
+	cfg := r.cfg
+	var err error
+	if r.dir, err = os.MkdirTemp("", "outboxbench-"); err != nil {
+		return err
+	}
+	r.closers = append(r.closers, func() { os.RemoveAll(r.dir) })
+	if r.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if cfg.RelayLogDir != "" {
+		if err := os.MkdirAll(cfg.RelayLogDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if cfg.RelayBin == "" {
 		r.say("building outboxrelay ...")
 		bin, err := buildRelay(ctx, r.dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.relay = []string{bin, "run"}
 		r.rep.Relay = "outboxrelay built from this tree (go build), run as a child process with default settings, log.level=warn and http.listen 127.0.0.1:0 (a free port)"
@@ -148,22 +189,30 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	r.rep.Kafka = fmt.Sprintf("kfake %s %s, 1 broker, %d partitions per topic, no client-metrics subscriptions (KIP-714, as a stock broker); the drains and the raw ingest use a fresh cluster each that acknowledges without storing records (BlackholeProduce), the latency phase one that stores them",
 		r.rep.Machine.Kfake, where, cfg.Partitions)
+	return nil
+}
 
+// startServices starts PostgreSQL, the OTLP receiver of Config.Tracing
+// otlp and the delaying proxy of Config.PGDelay, and records the server's
+// version and settings.
+func (r *run) startServices(ctx context.Context) error {
+	cfg := r.cfg
 	r.say("starting PostgreSQL ...")
+	var err error
 	if r.db, err = startPostgres(ctx, cfg.WALDefaults); err != nil {
-		return nil, err
+		return err
 	}
-	defer r.db.close()
+	r.closers = append(r.closers, r.db.close)
 	r.db.headers, r.w.headers = cfg.Tracing != "", cfg.Tracing != ""
 	if cfg.Tracing == "otlp" {
 		recv, err := startOTLPReceiver()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer func() {
+		r.closers = append(r.closers, func() {
 			recv.close()
 			r.say("otlp: the receiver got %d export requests, %d bytes", recv.requests.Load(), recv.bytes.Load())
-		}()
+		})
 		r.otlp = recv.url
 	}
 	if cfg.Tracing != "" {
@@ -176,42 +225,27 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if cfg.PGDelay > 0 {
 		proxy, err := startDelayProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(r.db.srv.Port())), cfg.PGDelay)
 		if err != nil {
-			return nil, fmt.Errorf("start the delaying proxy: %w", err)
+			return fmt.Errorf("start the delaying proxy: %w", err)
 		}
-		defer proxy.close()
+		r.closers = append(r.closers, proxy.close)
 		if r.relayURL, err = proxy.url(r.db.url); err != nil {
-			return nil, err
+			return err
 		}
 		r.rep.Relay += fmt.Sprintf(", reaching PostgreSQL through a proxy that holds each direction %s (a round trip of %s more)", cfg.PGDelay, 2*cfg.PGDelay)
 	}
 	if r.rep.Machine.Postgres, err = r.db.version(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if r.rep.Postgres, err = r.db.settings(ctx); err != nil {
-		return nil, err
-	}
+	r.rep.Postgres, err = r.db.settings(ctx)
+	return err
+}
 
-	if err := r.phase("backlog", func() error { return r.writeBacklog(ctx) }); err != nil {
-		return nil, err
-	}
-	if cfg.Neighbour > 0 {
-		n, err := startNeighbour(r.self, cfg.Neighbour)
-		if err != nil {
-			return nil, err
-		}
-		defer n.stop()
-		r.rep.Relay += fmt.Sprintf(", beside a neighbour process burning %v CPUs' worth of time while the drains and steady rates run", cfg.Neighbour)
-	}
-	if cfg.RelayCPUs != "" {
-		r.rep.Relay += ", pinned to CPUs " + cfg.RelayCPUs
-	}
-	if err := r.measureDrains(ctx); err != nil {
-		return nil, err
-	}
-	// Steady-state events are numbered after the backlog's.
-	r.nextSeq = cfg.Events
+// measureLatencies runs the latency phase of each live kind measured, at
+// each rate; its events are numbered after the backlog's.
+func (r *run) measureLatencies(ctx context.Context) error {
+	r.nextSeq = r.cfg.Events
 	for _, k := range []liveKind{cdcLive, cdcEOSLive, pollLive, pollEOSLive} {
-		if len(cfg.Rates) == 0 || !cfg.measures(k.name) {
+		if len(r.cfg.Rates) == 0 || !r.cfg.measures(k.name) {
 			continue
 		}
 		r.say("latency: starting the %s relay on a live table ...", k.name)
@@ -221,12 +255,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	r.rep.Machine.LoadAfter = loadAverage()
-	r.rep.Seconds = time.Since(began).Seconds()
-	return r.rep, nil
+	return nil
 }
 
 // writeBacklog makes the backlog's table, publication and slots, then

@@ -79,79 +79,20 @@ func (r *run) drain(ctx context.Context, k drainKind, table string) (Drain, erro
 	if err != nil {
 		return d, err
 	}
-	var procs []*relayProc
-	var addrs []string
+	procs, addrs, err := r.startDrainRelays(k, table, cluster.ListenAddrs())
 	defer func() {
 		for _, p := range procs {
 			p.kill()
 		}
 	}()
-	for i := range k.instances {
-		command := r.relay
-		name := fmt.Sprintf("%s-%d", k.name, i)
-		if k.instances > 1 {
-			name = fmt.Sprintf("%s%d-%d", k.name, k.instances, i)
-		}
-		addr, err := freeAddr() // its metrics, read at the end
-		if err != nil {
-			return d, err
-		}
-		p, err := startRelay(command, relayConfig{
-			url: r.relayURL, table: "public." + table, brokers: cluster.ListenAddrs(), source: k.source(r, i), delivery: k.delivery,
-			httpAddr: addr, cpus: r.cfg.relayCPUs,
-			headers: r.db.headers, otlp: r.otlp,
-		}, r.dir, r.cfg.RelayLogDir, name)
-		if err != nil {
-			return d, err
-		}
-		procs, addrs = append(procs, p), append(addrs, addr)
+	if err != nil {
+		return d, err
 	}
-
 	want := int64(r.cfg.Events)
 	start := procs[0].started
-	var end, sampled time.Time
-	last, lastProgress := int64(0), time.Now()
-	for {
-		if time.Since(sampled) >= rssSample {
-			// VmHWM has the peak of the sum only: its two parts are
-			// sampled, each for its own peak. The relay's own memory
-			// peaks during the drain; its file pages, its binary's
-			// mostly, as it starts.
-			sampled = time.Now()
-			for _, p := range procs {
-				if u, err := procMemory(p.cmd.Process.Pid); err == nil {
-					d.PeakAnonMiB = max(d.PeakAnonMiB, float64(u.AnonKiB)/1024)
-					d.PeakFileMiB = max(d.PeakFileMiB, float64(u.FileKiB)/1024)
-				}
-			}
-		}
-		for _, p := range procs {
-			if err := p.exited(); err != nil {
-				return d, err
-			}
-		}
-		n, err := counter.count(ctx)
-		if err != nil {
-			return d, err
-		}
-		if n >= want {
-			end = time.Now()
-			d.Events = n
-			break
-		}
-		if ws != nil && ws.pid == 0 {
-			ws.poll(ctx)
-		}
-		if n > last {
-			last, lastProgress = n, time.Now()
-		} else if time.Since(lastProgress) > stallTimeout {
-			return d, fmt.Errorf("%s drain: no progress for %s at %d of %d events; relay output:\n%s", k.name, stallTimeout, n, want, procs[0].out.String())
-		}
-		select {
-		case <-ctx.Done():
-			return d, ctx.Err()
-		case <-time.After(countWait(want-n, n, time.Since(start))):
-		}
+	end, err := r.waitDrained(ctx, k, &d, procs, counter, ws)
+	if err != nil {
+		return d, err
 	}
 
 	d.BrokerCPUSeconds = (selfCPU() - selfBefore + cluster.CPU() - brokerBefore).Seconds()
@@ -164,26 +105,125 @@ func (r *run) drain(ctx context.Context, k drainKind, table string) (Drain, erro
 		ws.poll(ctx)
 		d.WalsenderCPUSeconds = ws.cpu.Seconds()
 	}
+	if err := r.readDrainUsage(ctx, k, &d, procs, addrs); err != nil {
+		return d, err
+	}
+	d.Seconds = end.Sub(start).Seconds()
+	d.Rate = float64(want) / d.Seconds
+	d.CPUSecPerMillion = d.CPUSeconds / float64(want) * 1e6
+	return d, nil
+}
+
+// startDrainRelays starts the kind's relay processes, each with an HTTP
+// address of its own whose metrics are read at the end. The processes
+// started are returned even with an error, to be killed.
+func (r *run) startDrainRelays(k drainKind, table string, brokers []string) (procs []*relayProc, addrs []string, err error) {
+	for i := range k.instances {
+		name := fmt.Sprintf("%s-%d", k.name, i)
+		if k.instances > 1 {
+			name = fmt.Sprintf("%s%d-%d", k.name, k.instances, i)
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return procs, addrs, err
+		}
+		p, err := startRelay(r.relay, relayConfig{
+			url: r.relayURL, table: "public." + table, brokers: brokers, source: k.source(r, i), delivery: k.delivery,
+			httpAddr: addr, cpus: r.cfg.relayCPUs,
+			headers: r.db.headers, otlp: r.otlp,
+		}, r.dir, r.cfg.RelayLogDir, name)
+		if err != nil {
+			return procs, addrs, err
+		}
+		procs, addrs = append(procs, p), append(addrs, addr)
+	}
+	return procs, addrs, nil
+}
+
+// waitDrained waits until the broker holds every event of the backlog,
+// sampling the relays' memory meanwhile into d, and returns when that
+// was. A relay that exits, or no progress for stallTimeout, ends it with
+// an error.
+func (r *run) waitDrained(ctx context.Context, k drainKind, d *Drain, procs []*relayProc, counter *recordCounter, ws *walsenderWatch) (time.Time, error) {
+	want := int64(r.cfg.Events)
+	start := procs[0].started
+	var sampled time.Time
+	last, lastProgress := int64(0), time.Now()
+	for {
+		if time.Since(sampled) >= rssSample {
+			sampled = time.Now()
+			sampleMemory(d, procs)
+		}
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return time.Time{}, err
+			}
+		}
+		n, err := counter.count(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if n >= want {
+			d.Events = n
+			return time.Now(), nil
+		}
+		if ws != nil && ws.pid == 0 {
+			ws.poll(ctx)
+		}
+		if n > last {
+			last, lastProgress = n, time.Now()
+		} else if time.Since(lastProgress) > stallTimeout {
+			return time.Time{}, fmt.Errorf("%s drain: no progress for %s at %d of %d events; relay output:\n%s", k.name, stallTimeout, n, want, procs[0].out.String())
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(countWait(want-n, n, time.Since(start))):
+		}
+	}
+}
+
+// sampleMemory raises d's peaks of the relays' own memory (RssAnon) and
+// file pages (RssFile). VmHWM has the peak of their sum only, so each part
+// is sampled for its own: the relay's own memory peaks during the drain,
+// its file pages, its binary's mostly, as it starts.
+func sampleMemory(d *Drain, procs []*relayProc) {
+	for _, p := range procs {
+		if u, err := procMemory(p.cmd.Process.Pid); err == nil {
+			d.PeakAnonMiB = max(d.PeakAnonMiB, float64(u.AnonKiB)/1024)
+			d.PeakFileMiB = max(d.PeakFileMiB, float64(u.FileKiB)/1024)
+		}
+	}
+}
+
+// readDrainUsage stops the relays and adds to d what they used: CPU,
+// context switches and system calls per event, peak RSS, records per
+// batch from their metrics; it notes what the broker holds beyond the
+// events.
+func (r *run) readDrainUsage(ctx context.Context, k drainKind, d *Drain, procs []*relayProc, addrs []string) error {
+	want := int64(r.cfg.Events)
 	var cpu time.Duration
 	var switches, syscalls int64
 	for _, p := range procs {
 		u, err := p.usage()
 		if err != nil {
-			return d, err
+			return err
 		}
 		d.PeakRSSMiB = max(d.PeakRSSMiB, float64(u.PeakRSSKiB)/1024)
 		cpu += u.CPU
 		switches += u.Switches
 		syscalls += u.Syscalls
 	}
+	d.CPUSeconds = cpu.Seconds()
 	d.SwitchesPerEvent = float64(switches) / float64(want)
 	d.SyscallsPerEvent = float64(syscalls) / float64(want)
+	var err error
 	if d.RecordsPerBatch, err = recordsPerBatch(ctx, addrs); err != nil {
-		return d, err
+		return err
 	}
 	for i, p := range procs {
 		if err := p.stop(time.Minute); err != nil {
-			return d, err
+			return err
 		}
 		r.noteLog(fmt.Sprintf("%s drain, relay %d", k.name, i), p)
 	}
@@ -193,11 +233,7 @@ func (r *run) drain(ctx context.Context, k drainKind, table string) (Drain, erro
 	case d.Events != want:
 		r.note("%s drain: the broker holds %d records for %d events (a restart repeated some)", k.name, d.Events, want)
 	}
-	d.Seconds = end.Sub(start).Seconds()
-	d.Rate = float64(want) / d.Seconds
-	d.CPUSeconds = cpu.Seconds()
-	d.CPUSecPerMillion = d.CPUSeconds / float64(want) * 1e6
-	return d, nil
+	return nil
 }
 
 // recordsPerBatch reads the relays' outboxrelay_produce_batch_records at
