@@ -123,7 +123,7 @@ type Config struct {
 	// on the standby; with synchronized_standby_slots on the primary, the
 	// standby is never behind the relay). Default true where the server
 	// supports it; ignored before 17.
-	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/operations.md#failover-slots." default:"(true on PostgreSQL 17 and later, decided at start)"`
+	FailoverSlot *bool `yaml:"failover_slot" doc:"Create the slot as a failover slot, which a promoted standby keeps (PostgreSQL 17 and later, with sync_replication_slots on the standby, and synchronized_standby_slots on the primary naming it, or a standby behind the relay makes the relay stop on a lost slot); ignored before 17. See docs/database.md#failover-slots." default:"(true on PostgreSQL 17 and later, decided at start)"`
 	// OnUpdate is what the source does with an UPDATE of an outbox row:
 	// "skip" counts it and warns once a minute; "fail" makes it an event
 	// that cannot be published, named by its row, which stops the relay

@@ -25,7 +25,7 @@ func standbySourceConfig(t *testing.T, pair *replicaPair, brokers []string, cdcE
 // logStandbySnapshots has the primary log the transactions running, over
 // and over, until the relay p streams from its slot on the standby: creating
 // a slot on a standby waits for that record, which an idle primary writes
-// only every 15 s (docs/operations.md#a-standby-as-the-source).
+// only every 15 s (docs/database.md#a-standby-as-the-source).
 func logStandbySnapshots(ctx context.Context, t *testing.T, pair *replicaPair, p *proc, slot string) {
 	t.Helper()
 	primary := connectPool(t, pair.primary.URL(replicaDB))

@@ -26,7 +26,7 @@ prints a line for each thing the configuration needs (the connection, the
 role's privileges, the table, publication, slot, brokers, topics), with the
 fix under each problem. Exits 1 when any line fails.
 `,
-	docs: "docs/operations.md",
+	docs: "docs/database.md#checking-a-setup-outboxrelay-check",
 }
 
 // checkCmd connects with the configuration and prints what is and is not

@@ -34,7 +34,7 @@ table, the publication and replication slot (source: cdc) or the poller's
 columns, index, dead-letter table and notify trigger (source: poll), and a
 least-privilege role for the relay. Every statement can be run again.
 `,
-	docs: "docs/operations.md",
+	docs: "docs/database.md#setting-up-the-database-outboxrelay-init",
 }
 
 // initCmd prints the SQL that sets up the database for the configuration,

@@ -113,7 +113,7 @@ func (r result) String() string {
 var docsPages = []string{
 	"docs/getting-started.md", "docs/configuration.md", "docs/debezium.md", "docs/schema-registry.md", "docs/operations.md",
 	"docs/poller.md", "docs/guarantees.md", "docs/architecture.md", "docs/performance.md", "docs/status.md",
-	"docs/replay.md",
+	"docs/replay.md", "docs/database.md", "docs/security.md",
 }
 
 // TestHelp: -h, -help and --help on every command print its usage, naming
@@ -138,8 +138,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"debezium", "compatibility", "-h"}, "Usage: outboxrelay debezium compatibility", "docs/debezium.md"},
 		{[]string{"poll-ddl", "--help"}, "Usage: outboxrelay poll-ddl", "docs/poller.md"},
 		{[]string{"poll-ddl", "-help"}, "Usage: outboxrelay poll-ddl", "docs/poller.md"},
-		{[]string{"init", "--help"}, "Usage: outboxrelay init", "docs/operations.md"},
-		{[]string{"check", "-h"}, "Usage: outboxrelay check", "docs/operations.md"},
+		{[]string{"init", "--help"}, "Usage: outboxrelay init", "docs/database.md"},
+		{[]string{"check", "-h"}, "Usage: outboxrelay check", "docs/database.md"},
 		{[]string{"status", "-h"}, "Usage: outboxrelay status", "docs/status.md"},
 		{[]string{"help", "status"}, "Usage: outboxrelay status", "docs/status.md"},
 		{[]string{"backfill", "-h"}, "Usage: outboxrelay backfill", "docs/guarantees.md#recovering-the-gap-outboxrelay-backfill"},
@@ -150,7 +150,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"config-reference", "-h"}, "Usage: outboxrelay config-reference", "docs/configuration.md"},
 		{[]string{"version", "--help"}, "Usage: outboxrelay version", "docs/operations.md"},
 		// Help comes first, whatever else is on the line.
-		{[]string{"check", "--config", "/nonexistent.yaml", "-h"}, "Usage: outboxrelay check", "docs/operations.md"},
+		{[]string{"check", "--config", "/nonexistent.yaml", "-h"}, "Usage: outboxrelay check", "docs/database.md"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := execute(t, bin, tc.args...)

@@ -47,7 +47,7 @@ Runs outboxrelay end to end on this machine alone: a throwaway PostgreSQL
 from the local server binaries, an in-process Kafka-protocol broker, a few
 committed outbox events, the CDC relay, and the records it produced.
 OUTBOXRELAY_TEST_PG=17 runs it on PostgreSQL 17 (16 and 18 likewise, once
-scripts/fetch-postgres has fetched them; see docs/operations.md).
+scripts/fetch-postgres has fetched them; see docs/database.md#postgresql-versions).
 `,
 	docs: "docs/getting-started.md",
 }

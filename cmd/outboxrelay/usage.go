@@ -48,7 +48,9 @@ Documentation, in docs/ of the source repository:
   docs/debezium.md          migrating from Debezium, and the compatibility table (debezium,
                             run --debezium-config)
   docs/schema-registry.md   Avro, JSON Schema and Protobuf with a Schema Registry
-  docs/operations.md        metrics, probes, logs, init, check, TLS and SASL, the heartbeat
+  docs/operations.md        metrics, probes, logs, memory sizing, backfill, the heartbeat
+  docs/database.md          readying PostgreSQL: versions, init, check, failover, poolers
+  docs/security.md          TLS and SASL, secrets in files
   docs/status.md            the status page on http.listen and outboxrelay status, the JSON of /status
   docs/poller.md            source: poll (poll-ddl)
   docs/replay.md            publishing events again and redriving dead letters (replay,

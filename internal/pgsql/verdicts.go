@@ -57,7 +57,7 @@ func (f Facts) StandbySource() Verdict {
 		return Verdict{Fail, fmt.Sprintf("the server at postgres.url is a standby (pg_is_in_recovery() is true), and PostgreSQL %d decodes no changes on a standby; 16 and later do", f.VersionNum/10000),
 			"point postgres.url at the primary; to follow a failover, list every server with target_session_attrs=read-write (postgres://host1,host2/db?target_session_attrs=read-write) or use an address the failover moves"}
 	}
-	return Verdict{Level: OK, Detail: "a hot standby (pg_is_in_recovery() is true): the relay decodes here and writes nothing; the publication is made on the primary, the primary's wal_level must be logical, and the standby needs hot_standby_feedback = on with a primary_slot_name, or the primary removes catalog rows the slot needs and the slot is invalidated (docs/operations.md#a-standby-as-the-source)"}
+	return Verdict{Level: OK, Detail: "a hot standby (pg_is_in_recovery() is true): the relay decodes here and writes nothing; the publication is made on the primary, the primary's wal_level must be logical, and the standby needs hot_standby_feedback = on with a primary_slot_name, or the primary removes catalog rows the slot needs and the slot is invalidated (docs/database.md#a-standby-as-the-source)"}
 }
 
 // ReplicationRole judges whether the role may stream changes, and warns

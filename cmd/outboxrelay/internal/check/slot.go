@@ -134,7 +134,7 @@ func (c *pgCheck) checkFailover(ctx context.Context) {
 		return
 	}
 	c.r.add(Warn, CheckSlotFailover, text,
-		"on PostgreSQL 17 and later set cdc.failover_slot (docs/operations.md#failover-slots); before 17 a failover loses the slot, and the relay stops on the loss until outboxrelay backfill recovers the gap")
+		"on PostgreSQL 17 and later set cdc.failover_slot (docs/database.md#failover-slots); before 17 a failover loses the slot, and the relay stops on the loss until outboxrelay backfill recovers the gap")
 }
 
 // failoverText says whether the slot survives a failover: only a failover
