@@ -362,6 +362,7 @@ secrets:
   existingSecret: shop-relay
   extra: [{secretName: kafka-tls, mountPath: /var/run/secrets/outboxrelay-kafka}]
 extraEnv: [{name: OUTBOXRELAY_LOG_LEVEL, value: debug}]
+goMemLimit: 400MiB
 podDisruptionBudget: {enabled: false}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 `

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
@@ -83,6 +85,10 @@ func TestDebeziumInvalidOpFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := insertOutboxEvent(ctx, t, pool, 2)
+	var afterEnd string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&afterEnd); err != nil {
+		t.Fatal(err)
+	}
 	code := p.exit(t, 90*time.Second)
 	if code == 0 {
 		t.Errorf("outboxrelay exited with 0 on an UPDATE of an outbox row with table.op.invalid.behavior=fatal")
@@ -102,6 +108,9 @@ func TestDebeziumInvalidOpFatal(t *testing.T) {
 		t.Errorf("record id %q, want the event committed before the UPDATE, %q", got, before)
 	}
 	// Nothing after the UPDATE was confirmed: the slot still holds it.
+	// The test server commits asynchronously, and decoding reads only
+	// flushed WAL: wait until the last commit is flushed.
+	waitFlushed(ctx, t, pool, afterEnd)
 	var held int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', 'dbz_publication')
 		WHERE position($2::bytea IN data) > 0`, slot, []byte(after)).Scan(&held); err != nil {
@@ -109,5 +118,26 @@ func TestDebeziumInvalidOpFatal(t *testing.T) {
 	}
 	if held == 0 {
 		t.Errorf("the event %s committed after the UPDATE is no longer in the slot", after)
+	}
+}
+
+// waitFlushed waits until the server has flushed its WAL up to lsn, as
+// decoding reads only what is flushed and the test servers commit with
+// synchronous_commit off.
+func waitFlushed(ctx context.Context, t *testing.T, pool *pgxpool.Pool, lsn string) {
+	t.Helper()
+	for {
+		var flushed bool
+		if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, lsn).Scan(&flushed); err != nil {
+			t.Fatal(err)
+		}
+		if flushed {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the WAL was not flushed up to %s: %v", lsn, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

@@ -147,10 +147,10 @@ func TestMajorBadSetting(t *testing.T) {
 	}
 }
 
-// TestDocsNameThePinnedBuilds keeps docs/operations.md's list of the
+// TestDocsNameThePinnedBuilds keeps docs/database.md's list of the
 // tested majors in step with embedded-postgres.txt.
 func TestDocsNameThePinnedBuilds(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/database.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestDocsNameThePinnedBuilds(t *testing.T) {
 		// 17.10.0-beta.17 is PostgreSQL 17.10.
 		parts := strings.SplitN(b.Version, ".", 3)
 		if want := parts[0] + "." + parts[1]; !strings.Contains(string(doc), want) {
-			t.Errorf("docs/operations.md does not name %s, the pinned build of PostgreSQL %d (%s)", want, b.Major, b.Version)
+			t.Errorf("docs/database.md does not name %s, the pinned build of PostgreSQL %d (%s)", want, b.Major, b.Version)
 		}
 	}
 }
