@@ -203,6 +203,16 @@ func relayEnv(b *testenv.Broker, n topics) []string {
 	return env
 }
 
+// sinkConfig is the sink's config for e's broker: its seed brokers and,
+// on a shared broker, its TLS and SASL.
+func (e *env) sinkConfig() sink.Config {
+	sc := sink.Config{Brokers: e.brokers}
+	if e.kafka != nil {
+		sinkSecurity(&sc, e.kafka)
+	}
+	return sc
+}
+
 // sinkSecurity sets sc's TLS and SASL to b's.
 func sinkSecurity(sc *sink.Config, b *testenv.Broker) {
 	s := b.Security
