@@ -10,7 +10,8 @@
 // Flags shape it as a user's broker would be: -c auto.create.topics.enable=false
 // with -auto-create=false, -c min.insync.replicas=2 (with -brokers 3),
 // -as-version 3.9 for a Kafka before transactions v2, -sasl and -tls-cert
-// for an authenticated, encrypted listener.
+// for an authenticated, encrypted listener, -acls with -user for a
+// principal the cluster grants nothing.
 package main
 
 import (
@@ -81,6 +82,8 @@ func parse(args []string, stderr io.Writer) ([]kfake.Opt, error) {
 	autoCreate := fs.Bool("auto-create", true, "create a topic when a client first asks for it")
 	asVersion := fs.String("as-version", "", "advertise only the requests of this Kafka release, as 3.9")
 	saslUser := fs.String("sasl", "", "require SASL, with this superuser: MECHANISM:user:password, MECHANISM being PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	acls := fs.Bool("acls", false, "check ACLs: only the -sasl superuser may do anything until it grants more")
+	user := fs.String("user", "", "with -sasl, one more user, MECHANISM:user:password, without any ACL")
 	tlsCert := fs.String("tls-cert", "", "serve TLS with this PEM certificate (needs -tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM key of -tls-cert")
 	cfgs := configs{}
@@ -110,11 +113,24 @@ func parse(args []string, stderr io.Writer) ([]kfake.Opt, error) {
 		opts = append(opts, kfake.MaxVersions(v))
 	}
 	if *saslUser != "" {
-		parts := strings.SplitN(*saslUser, ":", 3)
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("-sasl: %q is not MECHANISM:user:password", *saslUser)
+		m, u, p, err := credentials("-sasl", *saslUser)
+		if err != nil {
+			return nil, err
 		}
-		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(strings.ToUpper(parts[0]), parts[1], parts[2]))
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(m, u, p))
+	}
+	if *user != "" {
+		m, u, p, err := credentials("-user", *user)
+		if err != nil {
+			return nil, err
+		}
+		if *saslUser == "" {
+			return nil, errors.New("-user needs -sasl")
+		}
+		opts = append(opts, kfake.User(m, u, p))
+	}
+	if *acls {
+		opts = append(opts, kfake.EnableACLs())
 	}
 	if *tlsCert != "" || *tlsKey != "" {
 		pair, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
@@ -124,4 +140,13 @@ func parse(args []string, stderr io.Writer) ([]kfake.Opt, error) {
 		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
 	}
 	return opts, nil
+}
+
+// credentials splits MECHANISM:user:password, the flag's value.
+func credentials(flag, v string) (mechanism, user, password string, err error) {
+	parts := strings.SplitN(v, ":", 3)
+	if len(parts) != 3 {
+		return "", "", "", fmt.Errorf("%s: %q is not MECHANISM:user:password", flag, v)
+	}
+	return strings.ToUpper(parts[0]), parts[1], parts[2], nil
 }
