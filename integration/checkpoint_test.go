@@ -445,9 +445,9 @@ func TestCDCSlotLostHoldsNotReady(t *testing.T) {
 // snapshotSource is a checkpointed CDC source with cdc.snapshot initial.
 func (e *env) snapshotSource(t *testing.T, logs *syncBuffer) *cdc.Source {
 	t.Helper()
-	brokers := e.brokers
+	sc, topic := e.sinkConfig(), e.topics.checkpoint
 	open := func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
-		return sink.NewCheckpointStore(ctx, sink.Config{Brokers: brokers}, "", key)
+		return sink.NewCheckpointStore(ctx, sc, topic, key)
 	}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	src, err := cdc.New(cdc.Config{URL: e.url, Table: "public." + e.table, Slot: e.name, Publication: e.name,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,16 +40,20 @@ type deadConnEnv struct {
 	url, viaProxy string // the database, directly and through the proxy
 	pool          *pgxpool.Pool
 	proxy         *faultProxy
+	kafka         *testenv.Broker
 	brokers       []string
+	topics        topics
 	name          string // slot and publication
 }
 
+// newDeadConnEnv's broker may be shared (testenv.KafkaBroker): the faults
+// are PostgreSQL's, and the topics the test's own.
 func newDeadConnEnv(t *testing.T) *deadConnEnv {
 	t.Helper()
-	e := &deadConnEnv{url: testenv.Postgres(t), name: uniqueName(t)}
+	e := &deadConnEnv{url: testenv.Postgres(t), name: uniqueName(t), kafka: testenv.KafkaBroker(t)}
 	e.pool = connectPool(t, e.url)
 	createOutbox(t, e.pool, "outbox")
-	_, e.brokers = testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	e.brokers, e.topics = e.kafka.Addrs, ownTopics(t, e.kafka, 0)
 	e.proxy, e.viaProxy = newFaultProxy(t, e.url)
 	return e
 }
@@ -78,6 +83,7 @@ func (e *deadConnEnv) start(t *testing.T, source string, extra map[string]string
 		"http.live_stall_timeout":   "8s",
 		"log.level":                 "info",
 	}
+	maps.Copy(env, relayKeys(e.kafka, e.topics))
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -144,7 +150,7 @@ func TestDeadConnCDCIdle(t *testing.T) {
 	e := newDeadConnEnv(t)
 	a := e.start(t, "cdc", nil)
 	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
+	c := e.topics.collect(t, e.brokers)
 	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
 	w.write(ctx, t, e.pool)
 	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)
@@ -187,7 +193,7 @@ func TestDeadConnFreeze(t *testing.T) {
 	e := newDeadConnEnv(t)
 	a := e.start(t, "cdc", nil)
 	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
+	c := e.topics.collect(t, e.brokers)
 	written := workload{table: "outbox", writers: 2, aggregates: 20, events: 4000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
 	c.readAtLeast(ctx, t, 500, time.Minute)
 	e.proxy.freeze()

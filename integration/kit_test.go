@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxrelay/outboxrelay/internal/testenv"
 )
 
 // outboxDDL is the Debezium-style outbox table, with its name filled in.
@@ -174,13 +177,16 @@ type collector struct {
 	// order: for faults under which the relay does not promise order yet
 	// (see testBrokerErrors).
 	orderKnownBroken bool
+	// prefix is the topic prefix check expects (routing.topic_prefix);
+	// empty for the default, outbox.event.
+	prefix string
 }
 
 func newCollector(t testing.TB, brokers []string, topics ...string) *collector {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+	cl, err := kgo.NewClient(append(testenv.KafkaClientOpts(brokers), kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.MetadataMinAge(50*time.Millisecond))...)
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
@@ -322,6 +328,7 @@ func (c *collector) check(t testing.TB, rows map[string]row, partitions int) rep
 	seen := map[string]bool{}
 	lastSeq := map[string]int{}
 	rep := report{records: len(c.recs)}
+	prefix := cmp.Or(c.prefix, "outbox.event.")
 	for _, r := range c.recs {
 		id := header(r, "id")
 		want, ok := rows[id]
@@ -334,8 +341,8 @@ func (c *collector) check(t testing.TB, rows map[string]row, partitions int) rep
 			continue
 		}
 		seen[id] = true
-		if r.Topic != "outbox.event."+want.aggType {
-			t.Errorf("event %s: topic %q, want %q", id, r.Topic, "outbox.event."+want.aggType)
+		if r.Topic != prefix+want.aggType {
+			t.Errorf("event %s: topic %q, want %q", id, r.Topic, prefix+want.aggType)
 		}
 		if string(r.Key) != want.aggID {
 			t.Errorf("event %s: key %q, want %q", id, r.Key, want.aggID)

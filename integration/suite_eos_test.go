@@ -27,23 +27,40 @@ const exactlyOnce = "OUTBOXRELAY_KAFKA_DELIVERY=exactly_once"
 // relaying one to the other with exactly_once.
 type eosEnv struct {
 	pool    *pgxpool.Pool
-	cluster *kfake.Cluster
-	brokers []string
+	kafka   *testenv.Broker
+	cluster *kfake.Cluster // with suiteOpts.faults only
+	topics  topics
 	relay   *proc
 }
 
-// startEOS starts the source's relay binary with exactly_once, and env,
-// over an outbox table of its own and a broker made with opts, and waits
-// until it relays what commits from then on.
-func startEOS(t *testing.T, kind sourceKind, env []string, opts ...kfake.Opt) *eosEnv {
+// eosOpts shape the relay startEOS starts.
+type eosOpts struct {
+	suiteOpts
+	// deadLetter relays to the test's dead letter topic, with a record
+	// limit (1 MiB) above what the event topic takes.
+	deadLetter bool
+}
+
+// startEOS starts the source's relay binary with exactly_once over an
+// outbox table of its own and topics of the test's own, and waits until
+// it relays what commits from then on.
+func startEOS(t *testing.T, kind sourceKind, o eosOpts) *eosEnv {
 	t.Helper()
+	e := &eosEnv{kafka: suiteBroker(t, o.maxMessageBytes)}
+	if o.faults != "" {
+		e.cluster = e.kafka.Kfake(t, o.faults)
+	}
 	url := testenv.Postgres(t)
-	e := &eosEnv{pool: connectPool(t, url)}
+	e.pool = connectPool(t, url)
 	createOutbox(t, e.pool, "outbox")
-	e.cluster, e.brokers = testenv.Kafka(t, opts...)
+	e.topics = ownTopics(t, e.kafka, o.maxMessageBytes)
 	name := uniqueName(t)
 	kind.prepare(t, url)
-	e.relay = runBinary(t, kind.binaryConfig(url, e.brokers, name), append([]string{exactlyOnce}, env...)...)
+	env := append([]string{exactlyOnce}, relayEnv(e.kafka, e.topics)...)
+	if o.deadLetter {
+		env = append(env, "OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC="+e.topics.deadLetter, "OUTBOXRELAY_KAFKA_MAX_RECORD_BYTES=1048576")
+	}
+	e.relay = runBinary(t, kind.binaryConfig(url, e.kafka.Addrs, name), env...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("relay log:\n%s", lastLines(e.relay.out.String(), 60))
@@ -53,13 +70,6 @@ func startEOS(t *testing.T, kind sourceKind, env []string, opts ...kfake.Opt) *e
 	return e
 }
 
-// startEOSDeadLetter is startEOS with a dead letter topic, and a record
-// limit (1 MiB) above what the tests' brokers take.
-func startEOSDeadLetter(t *testing.T, kind sourceKind, opts ...kfake.Opt) *eosEnv {
-	t.Helper()
-	return startEOS(t, kind, []string{"OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC=outbox.deadletter", "OUTBOXRELAY_KAFKA_MAX_RECORD_BYTES=1048576"}, opts...)
-}
-
 // checkDeadLetter reads until every row is in Kafka and checks that a
 // read_committed consumer sees each once, on the dead letter topic only if
 // it is dead, and that the source's own record has every row published.
@@ -67,14 +77,14 @@ func (e *eosEnv) checkDeadLetter(t *testing.T, kind sourceKind, dead string) {
 	t.Helper()
 	ctx := context.Background()
 	rows := readRows(ctx, t, e.pool, "outbox")
-	c := newCollector(t, e.brokers, "outbox.event.order", "outbox.deadletter")
+	c := e.topics.collect(t, e.kafka.Addrs, e.topics.event("order"), e.topics.deadLetter)
 	c.waitFor(t, rows, time.Minute)
 	c.settle(2 * time.Second)
 	seen := map[string]int{}
 	for _, rec := range c.recs {
 		id := header(rec, "id")
 		seen[id]++
-		if (id == dead) != (rec.Topic == "outbox.deadletter") {
+		if (id == dead) != (rec.Topic == e.topics.deadLetter) {
 			t.Errorf("event %s went to %s (%s)", id, rec.Topic, header(rec, connector.HeaderError))
 		}
 	}
@@ -99,9 +109,9 @@ func (e *eosEnv) checkDeadLetter(t *testing.T, kind sourceKind, dead string) {
 // order per aggregate.
 func testExactlyOnceRefusedBatch(t *testing.T, kind sourceKind) {
 	requires(t, kind, "ExactlyOnce", kind.features.ExactlyOnce)
-	e := startEOS(t, kind, nil)
+	e := startEOS(t, kind, eosOpts{suiteOpts: suiteOpts{faults: "makes the broker fail produce requests"}})
 	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
+	c := e.topics.collect(t, e.kafka.Addrs, e.topics.event("order"))
 	w := workload{table: "outbox", writers: 4, aggregates: 40, events: 1600}
 	w.write(ctx, t, e.pool)
 	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), 2*time.Minute)
@@ -156,7 +166,7 @@ func testExactlyOnceKilledFiveTimes(t *testing.T, kind sourceKind) {
 // no row as published before its Kafka transaction commits.
 func testExactlyOnceBrokerRefusesOne(t *testing.T, kind sourceKind) {
 	requires(t, kind, "ExactlyOnce", kind.features.ExactlyOnce)
-	e := startEOSDeadLetter(t, kind, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}))
+	e := startEOS(t, kind, eosOpts{deadLetter: true, suiteOpts: suiteOpts{maxMessageBytes: 4096}})
 	ctx := context.Background()
 	for i := 1; i <= 5; i++ {
 		payload := fmt.Sprintf(`{"seq": %d}`, i)
@@ -184,7 +194,7 @@ func testExactlyOnceBrokerRefusesOne(t *testing.T, kind sourceKind) {
 // batch is done, must not mark it before the Kafka transaction commits.
 func testExactlyOnceBatchRefused(t *testing.T, kind sourceKind) {
 	requires(t, kind, "ExactlyOnce", kind.features.ExactlyOnce)
-	e := startEOSDeadLetter(t, kind)
+	e := startEOS(t, kind, eosOpts{deadLetter: true, suiteOpts: suiteOpts{faults: "makes the broker refuse a produce request as too large"}})
 	refused := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.MessageTooLarge, Count: 1})
 	workload{table: "outbox", writers: 2, aggregates: 10, events: 300, txnSize: 10}.write(context.Background(), t, e.pool)
 	e.checkDeadLetter(t, kind, "")

@@ -27,11 +27,13 @@ func killFiveTimes(t *testing.T, kind sourceKind, env ...string) report {
 	url := testenv.Postgres(t)
 	pool := connectPool(t, url)
 	createOutbox(t, pool, "outbox")
-	_, brokers := testenv.Kafka(t)
+	b := testenv.KafkaBroker(t)
+	topics := ownTopics(t, b, 0)
 	name := uniqueName(t)
 	ctx := context.Background()
 	kind.prepare(t, url)
-	cfg := kind.binaryConfig(url, brokers, name)
+	cfg := kind.binaryConfig(url, b.Addrs, name)
+	env = append(relayEnv(b, topics), env...)
 	procs := make([]*proc, kind.instances())
 	for i := range procs {
 		procs[i] = runBinary(t, cfg, env...)
@@ -71,7 +73,7 @@ func killFiveTimes(t *testing.T, kind sourceKind, env ...string) report {
 			}()
 		}()
 	}
-	c := newCollector(t, brokers, "outbox.event.order")
+	c := topics.collect(t, b.Addrs)
 	for i := range 5 {
 		time.Sleep(3 * time.Second)
 		k := i % len(procs)
@@ -140,7 +142,7 @@ func testPostgresConnectionsDrop(t *testing.T, kind sourceKind) {
 		relays[i] = e.start(t, kind.name, slowServer)
 	}
 	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
+	c := e.topics.collect(t, e.brokers)
 	written := workload{table: "outbox", writers: 4, aggregates: 100, events: 10000, txnSize: 2}.writeInBackground(ctx, t, e.pool)
 
 	c.readAtLeast(ctx, t, 1500, time.Minute)
@@ -208,7 +210,7 @@ func testPostgresUnreachable(t *testing.T, kind sourceKind) {
 	kind.prepare(t, e.url)
 	a := e.start(t, kind.name, nil)
 	ctx := context.Background()
-	c := newCollector(t, e.brokers, "outbox.event.order")
+	c := e.topics.collect(t, e.brokers)
 	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 100}
 	w.write(ctx, t, e.pool)
 	c.waitFor(t, readRows(ctx, t, e.pool, "outbox"), time.Minute)

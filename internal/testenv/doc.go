@@ -1,6 +1,7 @@
 // Package testenv gives tests the servers they run against: a PostgreSQL
-// database of their own and an in-process Kafka cluster (kfake). It is used
-// only from tests, by integration/, cdc/, poller/ and sink/ alike.
+// database of their own and a Kafka cluster, by default in-process (kfake).
+// It is used only from tests, by integration/, cdc/, poller/ and sink/
+// alike.
 //
 // Postgres returns a fresh, uniquely named database on a server shared by the
 // whole test binary, started on first use and dropped again by t.Cleanup
@@ -23,7 +24,25 @@
 // PostgresServer starts a dedicated local server instead, for tests that
 // stop, crash or restart the database.
 //
-// Kafka starts a fresh kfake cluster per call; Consume reads records back.
+// Kafka starts a fresh kfake cluster per call, for a test that configures
+// it, injects faults or uses topic names other tests use too; Consume
+// reads records back. KafkaBroker gives a test that can share a broker
+// (it names its topics with TopicPrefix and creates them with
+// CreateTopics) the broker the environment names, else a kfake cluster:
+//
+//   - OUTBOXRELAY_TEST_KAFKA_BROKERS: an existing cluster, host:port
+//     comma-separated, with OUTBOXRELAY_TEST_KAFKA_TLS_* and
+//     OUTBOXRELAY_TEST_KAFKA_SASL_* for its security (named after the
+//     relay's kafka.tls and kafka.sasl keys). internal/testenv/cmd/kfake
+//     runs kfake in a process of its own for this.
+//   - OUTBOXRELAY_TEST_KAFKA=kafka or redpanda: Apache Kafka 4 or Redpanda
+//     in Docker (OUTBOXRELAY_TEST_KAFKA_IMAGE for another image), started
+//     once per test binary with testcontainers-go. This path has not run
+//     in this project's CI, which has no Docker daemon; without one the
+//     tests that need a broker skip.
+//
+// With either set, Kafka skips its tests, and so does Broker.Kfake, which
+// a test that injects faults calls for its cluster.
 //
 // StartRegistry starts a Schema Registry speaking the part of Confluent's
 // REST API that franz-go's sr client uses, which a test can stop and start

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -11,9 +12,10 @@ import (
 )
 
 // Main runs the tests of m, closes what the package's tests left open (the
-// shared PostgreSQL server, kfake clusters) and exits with the tests' code,
-// or 1 if closing failed or a passing run leaked goroutines. opts are passed
-// to goleak to ignore known long-lived goroutines. Call it from TestMain.
+// shared PostgreSQL server and Kafka container, kfake clusters) and exits
+// with the tests' code, or 1 if closing failed or a passing run leaked
+// goroutines. opts are passed to goleak to ignore known long-lived
+// goroutines. Call it from TestMain.
 func Main(m *testing.M, opts ...goleak.Option) {
 	goleak.VerifyTestMain(runner{m}, opts...)
 }
@@ -67,5 +69,5 @@ func closeAll() error {
 	for _, c := range clusters {
 		closeCluster(c)
 	}
-	return closeSharedPostgres()
+	return errors.Join(closeSharedPostgres(), closeSharedKafka())
 }
