@@ -141,7 +141,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		s.txn = &txnState{}
 	}
 	if cfg.TopicCreation.Enabled {
-		s.topics = &creator{cfg: cfg.TopicCreation, known: map[string]struct{}{}}
+		s.topics = &creator{cfg: cfg.TopicCreation, known: map[string]struct{}{}, refused: map[string]refusal{}, now: time.Now}
 	}
 	return s, nil
 }
@@ -226,6 +226,9 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	}
 	if s.topics != nil {
 		if err := s.topics.ensure(ctx, s.cl, m.Topic); err != nil {
+			if refused := (*TopicRefusedError)(nil); errors.As(err, &refused) {
+				return &connector.EventError{EventID: m.EventID, Err: refused}
+			}
 			return ExplainConnError(s.cfg, err)
 		}
 	}
