@@ -26,6 +26,8 @@ const DefaultCheckpointTopic = "outboxrelay.checkpoints"
 type CheckpointStore struct {
 	topic string
 	key   connector.CheckpointKey
+	// brokers are the ones the store's client was given, for errors.
+	brokers []string
 	// partitions is the topic's partition count, learnt when the store is
 	// made: kadm answers from kgo's metadata cache, which does not yet
 	// know a topic created a moment ago.
@@ -71,7 +73,7 @@ func NewCheckpointStore(ctx context.Context, cfg Config, topic string, key conne
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: kafka client: %w", err)
 	}
-	s := &CheckpointStore{topic: topic, key: key, cl: cl, log: o.log.With("component", "checkpoint"), txn: o.txn}
+	s := &CheckpointStore{topic: topic, key: key, brokers: cfg.Brokers, cl: cl, log: o.log.With("component", "checkpoint"), txn: o.txn}
 	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, err
@@ -90,7 +92,7 @@ func (s *CheckpointStore) aclError(op string, err error) error {
 		return fmt.Errorf("checkpoint topic %q: %s: %w; grant the relay's principal "+need+", or set kafka.checkpoint_topic to a topic it may use",
 			s.topic, op, err, s.topic)
 	}
-	return fmt.Errorf("checkpoint topic %q: %s: %w", s.topic, op, err)
+	return fmt.Errorf("checkpoint topic %q: %s: %w", s.topic, op, unreachable(s.brokers, err))
 }
 
 func (s *CheckpointStore) ensureTopic(ctx context.Context) error {
