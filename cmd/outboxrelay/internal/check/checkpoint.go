@@ -34,7 +34,11 @@ func checkCheckpoint(ctx context.Context, r *Report, cfg *config.Config, sc sink
 	defer cancel()
 	id, err := cdc.Identify(ctx, cfg.Postgres.URL, cfg.Postgres.Network())
 	if err != nil {
-		r.skip(CheckCheckpoint, "not checked: the server could not be identified on a replication connection: "+err.Error())
+		why := err.Error()
+		if f, ok := pgsql.ExplainConnect(err); ok {
+			why = f.Cause
+		}
+		r.skip(CheckCheckpoint, "not checked: the server, which names the relay's checkpoint, could not be identified on a replication connection: "+why)
 		return
 	}
 	ccfg := cfg.CDCConfig()
