@@ -146,6 +146,9 @@ func (s *Source) firstLoad(ctx context.Context, store connector.CheckpointStore)
 	s.ckpt.store, s.ckpt.loaded = store, true
 	if found {
 		s.pos.update(func(p *positions) { p.load(cp, cp.Key == key) })
+	}
+	if found && cp.Key == key {
+		// Another cluster's is judged before the slot (foreign.go).
 		s.log.Info("read the checkpoint", "slot", s.cfg.Slot, "end_lsn", pglogrepl.LSN(cp.EndLSN).String(),
 			"commit_time", cp.CommitTime, "written", cp.Written, "system_identifier", cp.Key.SystemID)
 	}

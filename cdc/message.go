@@ -35,8 +35,10 @@ import (
 // id, aggregatetype and aggregateid are required strings (or numbers,
 // taken as their text); type is a string or null; payload is any JSON
 // value: a string is the payload's text, any other value its JSON text;
-// headers, when present, is an object of strings. Every other key is an
-// extra column of the event, as a row's other columns are.
+// headers, when present, is an object of strings; left out, the event has
+// no headers column, which routing.headers_column takes as no headers, as
+// it takes a NULL column. Every other key is an extra column of the
+// event, as a row's other columns are.
 
 // headersKey is the content's key for the event's headers.
 const headersKey = "headers"

@@ -301,6 +301,7 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn, history *histor
 	if err != nil {
 		return slotPosition{}, err
 	}
+	s.settleForeign(ctx, conn) // foreign.go: another cluster's checkpoint
 	v, cause, kp := s.judge(slot, history)
 	if v == slotLost && cause == CauseAhead {
 		// Another relay on this slot may have moved it, and saved the

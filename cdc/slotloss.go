@@ -34,7 +34,9 @@ const (
 	// CauseAhead: the slot is past the checkpoint; the relay never
 	// confirms beyond it, so someone else moved or replaced the slot.
 	CauseAhead SlotLossCause = "ahead"
-	// CauseForeign: the checkpoint was written by another cluster.
+	// CauseForeign: the only checkpoint was written by another cluster,
+	// and is the relay's own past there, or cannot be told from another
+	// relay's (foreign.go).
 	CauseForeign SlotLossCause = "another cluster"
 	// CauseBehind: the server's WAL ends before the checkpoint: restored
 	// from a backup, or a standby promoted without the end of the WAL.
@@ -116,6 +118,9 @@ func judge(slot slotState, known *connector.Checkpoint, self connector.Checkpoin
 // with cdc.on_slot_loss fail, or an ERROR in the log and nil with recreate.
 func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause SlotLossCause) error {
 	s.count.loss(cause, s.cfg.OnSlotLoss != SlotLossRecreate)
+	if cause == CauseForeign && known != nil {
+		return s.foreignLoss(known) // foreign.go
+	}
 	name := s.cfg.Slot
 	var what, why string
 	switch cause {
@@ -135,11 +140,6 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 			"so what committed after the restore point takes positions the checkpoint says were relayed, and streaming from the checkpoint would skip it. "+
 			"The events the relay published from the old history after the restore point are in Kafka but no longer in the database. "+
 			"The slot still holds every change committed here since its position, so cdc.on_slot_loss: recreate, which goes on from the slot as it is, relays them all (those before the restore point again) with no gap", slot.confirmed)
-	case CauseForeign:
-		what = fmt.Sprintf("the checkpoint of database %q and slot %q was written by another cluster (system_identifier %s; this server is %s)",
-			known.Key.Database, name, known.Key.SystemID, s.ckpt.identity.SystemID)
-		why = "the relay now reads a different server: a dump and restore or pg_upgrade into a new cluster, or a new database behind the same address. " +
-			"If this is an unrelated database that happens to share the database and slot names in the same Kafka cluster, give it its own cdc.slot or kafka.checkpoint_topic instead"
 	default:
 		what = fmt.Sprintf("replication slot %q is gone", name)
 		why = "it was probably dropped (pg_drop_replication_slot, often to free WAL), lost in a failover to a standby that had no copy of it (before PostgreSQL 17 none has; from 17 a standby with sync_replication_slots keeps a failover slot, cdc.failover_slot), or the database was restored from a backup"

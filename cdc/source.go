@@ -43,6 +43,10 @@ type Source struct {
 	// recovery is the backfill command a slot-loss error prints
 	// (backfill.go).
 	recovery recovery
+	// foreign is what settleForeign found of the other cluster's
+	// checkpoint the source keeps, when it makes the slot lost
+	// (foreign.go); nil otherwise.
+	foreign *ForeignFinding
 }
 
 var _ connector.Source = (*Source)(nil)

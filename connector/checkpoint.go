@@ -54,7 +54,8 @@ func ParseCheckpointKey(s string) (CheckpointKey, error) {
 
 // SameRelay reports whether k and o name the same database and slot, on
 // whatever cluster: a checkpoint saved under such a key by another cluster
-// is the trace of a relay moved to a new server.
+// is the trace of a relay moved to a new server, or another relay's whose
+// names are the same (the defaults, say).
 func (k CheckpointKey) SameRelay(o CheckpointKey) bool {
 	return k.Database == o.Database && k.Slot == o.Slot
 }
@@ -128,10 +129,15 @@ func (t CheckpointTxn) Known() bool { return t.EndLSN != 0 }
 type CheckpointStore interface {
 	// Load returns the latest checkpoint saved under the store's key.
 	// When none was, but one was saved for the same database and slot
-	// by another cluster (another system identifier: the relay has been
-	// pointed at a new server), Load returns that one, and the caller
-	// sees cp.Key.SystemID differ from its own. found is false, with a
-	// nil error, only when neither was ever saved (the first start). A
+	// by another cluster (another system identifier), Load returns the
+	// latest such, and the caller sees cp.Key.SystemID differ from its
+	// own. That is either the relay's own past on the server its
+	// database was moved from (a pg_upgrade, a dump restored, a
+	// blue/green switch), or another relay whose database and slot
+	// share the names: the store cannot tell them apart, the caller
+	// must (cdc judges it against the outbox table). found is false,
+	// with a nil error, only when neither was ever saved (the first
+	// start). A
 	// record that cannot be decoded, was written under another key than
 	// it names, or by a newer version, is an error (with
 	// [ErrCheckpointUnreadable]) and never skipped: the caller cannot

@@ -63,10 +63,11 @@ func (run *run) flush() error {
 // transactions nothing fences this one, so it drops the records it has not
 // sent yet rather than write them after the other's, and they are
 // published again from the checkpoint. What was already on its way still
-// lands.
+// lands. With nothing in flight there is nothing to drop, and nothing to
+// say: a source that never connected lost no connection.
 func (run *run) abort(ctx context.Context, failure error) {
 	r, t := run.r, run.t
-	if run.srcEnded && r.txn == nil {
+	if run.srcEnded && r.txn == nil && t.inFlight() > 0 {
 		r.log.Info("the source lost its connection: dropping the events not yet sent to Kafka rather than sending them, in case another instance has taken over; they are published again from the checkpoint",
 			"in_flight", t.inFlight(), "err", failure)
 	}

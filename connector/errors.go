@@ -70,3 +70,25 @@ func IsPermanent(err error) bool {
 	var pe permanentError
 	return errors.As(err, &ee) || errors.As(err, &pe)
 }
+
+// ConnectError is a failure to connect to a service the relay needs,
+// PostgreSQL or Kafka, where no connection was lost because none was made.
+// A source or sink returns one so that what the user reads names the
+// service and its address, with what to do; the runner's restart line
+// says it cannot connect, rather than that a run was interrupted. Marked
+// [Permanent] (a password refused, say), it stops the relay.
+type ConnectError struct {
+	// Service is what the relay could not connect to: "PostgreSQL" or
+	// "Kafka".
+	Service string
+	// Addr is where: host:port, or the brokers.
+	Addr string
+	// Err is why, with what to do.
+	Err error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot connect to %s at %s: %v", e.Service, e.Addr, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }

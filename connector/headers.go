@@ -29,6 +29,13 @@ func (r Routing) withHeaders(e *Event, m Message) (Message, error) {
 			break
 		}
 	}
+	if col == nil && e.Message != nil {
+		// A logical decoding message's headers member is optional
+		// (docs/outbox-messages.md): one left out adds none, as a NULL
+		// column does. A row has every column of its table, so a column
+		// it lacks is a configuration that names the wrong one.
+		return m, nil
+	}
 	if col == nil {
 		return Message{}, &EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf("routing.headers_column %q is not a column of the row (nor may it be one of outbox.columns); add the column or correct the key", r.HeadersColumn)}
 	}

@@ -7,10 +7,14 @@ import (
 	"testing"
 )
 
+// oidJSONB is the type a message's headers member has as a column.
+const oidJSONB = 3802
+
 func TestRouteHeadersColumn(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	for _, tc := range []struct {
 		name    string
+		message bool // the event is a logical decoding message's
 		col     Column
 		want    []Header // after id and the type header
 		wantErr string
@@ -30,9 +34,17 @@ func TestRouteHeadersColumn(t *testing.T) {
 		{name: "text after the object", col: Column{Name: "headers", Value: []byte(`{}}`)}, wantErr: "text after it"},
 		{name: "huge", col: Column{Name: "headers", Value: []byte(`{"a": "` + strings.Repeat("x", MaxHeadersColumn) + `"}`)}, wantErr: "over the 65536 the relay takes"},
 		{name: "missing column", col: Column{Name: "other", Value: []byte(`{}`)}, wantErr: `routing.headers_column "headers" is not a column of the row`},
+		// A logical decoding message's headers member is optional: one
+		// left out adds none; one that is there is read as a column is.
+		{name: "message without headers", message: true, col: Column{Name: "other", Value: []byte(`{}`)}},
+		{name: "message with headers", message: true, col: Column{Name: "headers", Type: oidJSONB, Value: []byte(`{"tenant": "a"}`)}, want: []Header{{"tenant", []byte("a")}}},
+		{name: "message with headers that are not an object", message: true, col: Column{Name: "headers", Type: oidJSONB, Value: []byte(`["a"]`)}, wantErr: "not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := Event{ID: "e1", AggregateType: "order", AggregateID: "1", Type: "T", Origin: "0/1", Extra: []Column{{Name: "x", Value: []byte("y")}, tc.col}}
+			if tc.message {
+				e.Message = &LogicalMessage{Prefix: "outbox", LSN: 1}
+			}
 			r := Routing{TypeHeader: "type", HeadersColumn: "headers"}.WithDefaults()
 			for _, rt := range []Router{r, NewRouting(r)} {
 				m, err := rt.Route(t.Context(), &e)

@@ -88,7 +88,17 @@ func (r *Runner) deadLetterOrFail(ctx context.Context, t *tracker, p *pending, e
 		"event_id", e.ID, "origin", e.Origin, "dead_letter_topic", dl.Topic, "err", Shorten(ee.Err.Error(), DeadLetterHeaderBytes), "omitted", omitted(dl))
 	err = r.sendDeadLetter(ctx, t, p, dl, ee, minimal)
 	var tl *RecordTooLargeError
-	if !errors.As(err, &tl) || tl.Limit == 0 {
+	var dlErr *EventError
+	switch {
+	case errors.As(err, &tl) && tl.Limit != 0:
+	case errors.As(err, &dlErr):
+		// The sink refused the dead letter record before sending it,
+		// for a reason of its own (the dead letter topic could not be
+		// created, say): another run would only be refused again.
+		return Permanent(&EventError{EventID: e.ID, Origin: e.Origin, Err: fmt.Errorf(
+			"cannot be published (%s), and its dead letter record cannot be written to %s either: %w",
+			Shorten(ee.Err.Error(), DeadLetterHeaderBytes), dl.Topic, dlErr.Err)})
+	default:
 		return err
 	}
 	if !fitDeadLetter(dl, tl.Limit) {

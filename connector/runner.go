@@ -206,16 +206,27 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		wait := bo.NextBackOff()
 		r.obs.RunFailed(err, wait)
-		if d.verdict == quarantine {
-			r.log.Warn("the source set aside an event that cannot be published; restarting it", "event_id", d.event.EventID, "origin", d.event.Origin, "retry_in", wait)
-		} else {
-			r.log.Warn("relay interrupted; restarting from the last checkpoint", "err", err, "retry_in", wait)
-		}
+		r.logRestart(d, err, wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
+	}
+}
+
+// logRestart says, in one line, why the runner starts the source again
+// after wait: an event set aside, a service it cannot connect to (named,
+// with its address), or a run that was interrupted.
+func (r *Runner) logRestart(d decision, err error, wait time.Duration) {
+	var ce *ConnectError
+	switch {
+	case d.verdict == quarantine:
+		r.log.Warn("the source set aside an event that cannot be published; restarting it", "event_id", d.event.EventID, "origin", d.event.Origin, "retry_in", wait)
+	case errors.As(err, &ce):
+		r.log.Warn("cannot connect to "+ce.Service+"; retrying", "addr", ce.Addr, "err", ce.Err, "retry_in", wait)
+	default:
+		r.log.Warn("relay interrupted; restarting from the last checkpoint", "err", err, "retry_in", wait)
 	}
 }
 

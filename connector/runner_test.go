@@ -1441,3 +1441,54 @@ func TestRunnerFiltered(t *testing.T) {
 		t.Errorf("Done calls %v; want [a b c], in order and without errors", got)
 	}
 }
+
+// TestRunnerRestartLines: each restart is one WARN line saying why. A
+// source that cannot connect is named with its address, and no line says
+// that a connection was lost or that events are dropped, since nothing
+// was in flight; any other failure is an interrupted run.
+func TestRunnerRestartLines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"cannot connect", &ConnectError{Service: "Kafka", Addr: "127.0.0.1:1", Err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused")},
+			`level=WARN msg="cannot connect to Kafka; retrying" addr=127.0.0.1:1 err="dial tcp 127.0.0.1:1: connect: connection refused" retry_in=`},
+		{"wrapped", fmt.Errorf("open the checkpoint store: %w", &ConnectError{Service: "PostgreSQL", Addr: "db:5432", Err: errors.New("no answer")}),
+			`level=WARN msg="cannot connect to PostgreSQL; retrying" addr=db:5432 err="no answer" retry_in=`},
+		{"interrupted", errors.New("connection reset by peer"),
+			`level=WARN msg="relay interrupted; restarting from the last checkpoint" err="connection reset by peer" retry_in=`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l logs
+			var mu sync.Mutex
+			runs := 0
+			src := fakeSource{run: func(ctx context.Context, out chan<- Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if runs++; runs <= 3 {
+					return tc.err
+				}
+				<-ctx.Done()
+				return nil
+			}}
+			run := start(t, src, newBroker().sink(), RunnerConfig{}, WithLogger(l.logger()))
+			deadline := time.Now().Add(wait)
+			for strings.Count(l.String(), "level=WARN") < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(l.String()), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("%d lines for 3 restarts, want 3:\n%s", len(lines), l.String())
+			}
+			for _, line := range lines {
+				if !strings.Contains(line, tc.want) {
+					t.Errorf("restart line %q, want %q", line, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -319,3 +319,57 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Fatal("no page names a test; docs/guarantees.md should")
 	}
 }
+
+// docsPath is a page of docs/ named in Go source, with its anchor.
+var docsPath = regexp.MustCompile(`\bdocs/([a-z0-9][a-z0-9-]*\.md)(?:#([A-Za-z0-9_-]+))?`)
+
+// TestDocsPathsInCode: every docs page a comment, a help text or an error
+// message names in the Go source exists, and so does the heading it
+// points to, so that the relay never sends a user to a page or section
+// that is not there.
+func TestDocsPathsInCode(t *testing.T) {
+	anchors := map[string]map[string]bool{} // page -> its anchors; nil: no page
+	named := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			for _, m := range docsPath.FindAllStringSubmatch(line, -1) {
+				named++
+				page, anchor := m[1], m[2]
+				a, seen := anchors[page]
+				if !seen {
+					if data, err := os.ReadFile(filepath.Join(root, "docs", page)); err == nil {
+						a = parse(string(data)).anchors
+					}
+					anchors[page] = a
+				}
+				where := fmt.Sprintf("%s:%d", filepath.ToSlash(path), i+1)
+				switch {
+				case a == nil:
+					t.Errorf("%s names %s, which does not exist", where, m[0])
+				case anchor != "" && !a[anchor]:
+					t.Errorf("%s names %s, but docs/%s has no heading #%s; its anchors are: %s", where, m[0], page, anchor, strings.Join(slices.Sorted(maps.Keys(a)), " "))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named == 0 {
+		t.Fatal("found no docs/NAME.md in the Go source; is the test reading the right files?")
+	}
+}

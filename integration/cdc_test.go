@@ -271,8 +271,9 @@ func TestCDCReconnectsAfterPostgresRestart(t *testing.T) {
 	c.check(t, rows, partitions)
 }
 
-// restartLine is the runner's WARN of a restart, with its wait.
-var restartLine = regexp.MustCompile(`msg="relay interrupted; restarting from the last checkpoint".* retry_in=(\S+)`)
+// restartLine is the runner's WARN of a restart, with its wait: a run
+// interrupted, or, while the server is down, a connection that failed.
+var restartLine = regexp.MustCompile(`msg="(?:relay interrupted; restarting from the last checkpoint|cannot connect to PostgreSQL; retrying)".* retry_in=(\S+)`)
 
 // retryWaits are the waits the runner's restarts announced in logs, in
 // order.

@@ -121,7 +121,7 @@ func TestBinarySignals(t *testing.T) {
 	t.Logf("the second SIGTERM ended the process in %s", time.Since(start).Round(time.Millisecond))
 }
 
-var httpAddr = regexp.MustCompile(`component=http addr=(\S+)`)
+var httpAddr = regexp.MustCompile(`component=http addr=(\S+)|"component":"http","addr":"([^"]+)"`)
 
 // binaryEndpoint waits for the binary to log its HTTP address.
 func binaryEndpoint(t *testing.T, p *proc) *endpoint {
@@ -129,7 +129,7 @@ func binaryEndpoint(t *testing.T, p *proc) *endpoint {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if m := httpAddr.FindStringSubmatch(p.out.String()); m != nil {
-			return &endpoint{base: "http://" + m[1], seen: &syncBuffer{}}
+			return &endpoint{base: "http://" + m[1] + m[2], seen: &syncBuffer{}}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("outboxrelay never logged its HTTP address:\n%s", p.out.String())

@@ -26,6 +26,8 @@ const DefaultCheckpointTopic = "outboxrelay.checkpoints"
 type CheckpointStore struct {
 	topic string
 	key   connector.CheckpointKey
+	// brokers are the ones the store's client was given, for errors.
+	brokers []string
 	// partitions is the topic's partition count, learnt when the store is
 	// made: kadm answers from kgo's metadata cache, which does not yet
 	// know a topic created a moment ago.
@@ -34,6 +36,8 @@ type CheckpointStore struct {
 	log        *slog.Logger
 	// txn writes the checkpoints in its transactions; nil: Save does.
 	txn *Sink
+	// foreign are the other clusters' checkpoints the last Load found.
+	foreign []connector.Checkpoint
 }
 
 var _ connector.CheckpointStore = (*CheckpointStore)(nil)
@@ -71,7 +75,7 @@ func NewCheckpointStore(ctx context.Context, cfg Config, topic string, key conne
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: kafka client: %w", err)
 	}
-	s := &CheckpointStore{topic: topic, key: key, cl: cl, log: o.log.With("component", "checkpoint"), txn: o.txn}
+	s := &CheckpointStore{topic: topic, key: key, brokers: cfg.Brokers, cl: cl, log: o.log.With("component", "checkpoint"), txn: o.txn}
 	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, err
@@ -90,7 +94,7 @@ func (s *CheckpointStore) aclError(op string, err error) error {
 		return fmt.Errorf("checkpoint topic %q: %s: %w; grant the relay's principal "+need+", or set kafka.checkpoint_topic to a topic it may use",
 			s.topic, op, err, s.topic)
 	}
-	return fmt.Errorf("checkpoint topic %q: %s: %w", s.topic, op, err)
+	return fmt.Errorf("checkpoint topic %q: %s: %w", s.topic, op, unreachable(s.brokers, err))
 }
 
 func (s *CheckpointStore) ensureTopic(ctx context.Context) error {
@@ -176,26 +180,103 @@ func (s *CheckpointStore) stableEnd(ctx context.Context, adm *kadm.Client, part 
 }
 
 // Load reads the key's partition from its start to its end and returns
-// the last record written under the key, or else the last one another
-// cluster wrote for the same database and slot.
+// the last record written under the key, or else the latest one another
+// cluster wrote for the same database and slot; ForeignCheckpoints then
+// has every other cluster's.
 func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool, error) {
-	adm := kadm.NewClient(s.cl)
-	key := []byte(s.key.String())
-	part := s.partitionFor()
-	starts, err := adm.ListStartOffsets(ctx, s.topic)
-	if err != nil {
-		return connector.Checkpoint{}, false, s.aclError("read", err)
-	}
-	end, err := s.stableEnd(ctx, adm, part)
+	s.foreign = nil
+	read, err := s.read(ctx)
 	if err != nil {
 		return connector.Checkpoint{}, false, err
 	}
+	if last := read.own; last != nil {
+		if last.Value == nil {
+			// A tombstone is the documented way to forget a relay's
+			// position (docs/checkpoint.md); say that it happened.
+			s.log.Warn("checkpoint deleted by a tombstone; starting as if none was ever written",
+				"topic", s.topic, "key", s.key.String(), "offset", last.Offset)
+			return connector.Checkpoint{}, false, nil
+		}
+		cp, err := connector.DecodeCheckpoint(s.key, last.Value)
+		if err != nil {
+			return connector.Checkpoint{}, false, s.unreadable(last, err)
+		}
+		return cp, true, nil
+	}
+	foreign, latest, err := s.decodeForeign(read)
+	if err != nil || latest < 0 {
+		return connector.Checkpoint{}, false, err
+	}
+	s.foreign = foreign
+	return foreign[latest], true, nil
+}
+
+// decodeForeign decodes the other clusters' checkpoints a read found,
+// leaving out those a tombstone deleted, and says which was written
+// last (-1: none).
+func (s *CheckpointStore) decodeForeign(read partitionRead) (foreign []connector.Checkpoint, latest int, err error) {
+	latest = -1
+	var at int64
+	for _, r := range read.foreign {
+		if r.Value == nil {
+			continue // that cluster's relay was told to forget its position
+		}
+		k, _ := connector.ParseCheckpointKey(string(r.Key))
+		cp, err := connector.DecodeCheckpoint(k, r.Value)
+		if err != nil {
+			return nil, -1, s.unreadable(r, err)
+		}
+		if latest < 0 || r.Offset > at {
+			latest, at = len(foreign), r.Offset
+		}
+		foreign = append(foreign, cp)
+	}
+	return foreign, latest, nil
+}
+
+// ForeignCheckpoints are the checkpoints other clusters saved for the
+// store's database and slot, as the last Load found them (one per cluster,
+// in the order their keys first appear): which of them, if any, is this
+// relay's past on the server it was moved from is for the caller to tell
+// (cdc/foreign.go). Nil when the store holds its own, or after a Load that
+// failed.
+func (s *CheckpointStore) ForeignCheckpoints() []connector.Checkpoint { return s.foreign }
+
+func (s *CheckpointStore) unreadable(r *kgo.Record, err error) error {
+	return fmt.Errorf("checkpoint topic %q partition %d offset %d: %w; if the record cannot be trusted, see docs/checkpoint.md", s.topic, r.Partition, r.Offset, err)
+}
+
+// maxForeignKeys bounds the other clusters' checkpoints a read keeps:
+// clusters whose database and slot share names are few, but the keys are
+// whatever is in the topic.
+const maxForeignKeys = 100
+
+// partitionRead is what a read of the store's partition found: the last
+// record under the store's key, and the last under each other cluster's
+// key for the same database and slot.
+type partitionRead struct {
+	own     *kgo.Record
+	foreign []*kgo.Record
+}
+
+// read reads the store's partition from its start to its stable end.
+func (s *CheckpointStore) read(ctx context.Context) (partitionRead, error) {
+	adm := kadm.NewClient(s.cl)
+	part := s.partitionFor()
+	starts, err := adm.ListStartOffsets(ctx, s.topic)
+	if err != nil {
+		return partitionRead{}, s.aclError("read", err)
+	}
+	end, err := s.stableEnd(ctx, adm, part)
+	if err != nil {
+		return partitionRead{}, err
+	}
 	start, _ := starts.Lookup(s.topic, part)
 	if start.Err != nil {
-		return connector.Checkpoint{}, false, s.aclError("read", start.Err)
+		return partitionRead{}, s.aclError("read", start.Err)
 	}
 	if end.Offset <= start.Offset {
-		return connector.Checkpoint{}, false, nil
+		return partitionRead{}, nil
 	}
 	// A consumer of its own for this one read: the store's client
 	// produces, and a client's consumed partitions are fixed when it is made.
@@ -210,60 +291,100 @@ func (s *CheckpointStore) Load(ctx context.Context) (connector.Checkpoint, bool,
 	)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {
-		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint store: kafka client: %w", err)
+		return partitionRead{}, fmt.Errorf("checkpoint store: kafka client: %w", err)
 	}
 	defer c.Close()
+	key := s.key.String()
+	var read partitionRead
+	foreign := map[string]int{} // key -> index in read.foreign
 	// The last offset read to always holds a record, or a transaction's
 	// marker, which this consumer keeps (Kafka never compacts the active
 	// segment), so reading until it arrives ends; ctx bounds a broker that
 	// never sends it.
-	var last, foreign *kgo.Record
 	next := start.Offset
 	for next < end.Offset {
 		fs := c.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q: read partition %d to offset %d (at %d): %w", s.topic, part, end.Offset, next, err)
+			return partitionRead{}, fmt.Errorf("checkpoint topic %q: read partition %d to offset %d (at %d): %w", s.topic, part, end.Offset, next, err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
 		if ferr != nil {
-			return connector.Checkpoint{}, false, s.aclError("read", ferr)
+			return partitionRead{}, s.aclError("read", ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1
 			if r.Attrs.IsControl() {
 				return
 			}
-			if string(r.Key) == string(key) {
-				last = r
-			} else if k, err := connector.ParseCheckpointKey(string(r.Key)); err == nil && k.SameRelay(s.key) {
-				foreign = r
+			if string(r.Key) == key {
+				read.own = r
+				return
+			}
+			k, err := connector.ParseCheckpointKey(string(r.Key))
+			if err != nil || !k.SameRelay(s.key) {
+				return
+			}
+			if i, ok := foreign[string(r.Key)]; ok {
+				read.foreign[i] = r
+			} else if len(foreign) < maxForeignKeys {
+				foreign[string(r.Key)] = len(read.foreign)
+				read.foreign = append(read.foreign, r)
 			}
 		})
 	}
-	if last == nil && foreign != nil && foreign.Value != nil {
-		k, _ := connector.ParseCheckpointKey(string(foreign.Key))
-		cp, err := connector.DecodeCheckpoint(k, foreign.Value)
-		if err != nil {
-			return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q partition %d offset %d: %w; if the record cannot be trusted, see docs/checkpoint.md", s.topic, part, foreign.Offset, err)
-		}
-		return cp, true, nil
+	return read, nil
+}
+
+// ReadCheckpoints reads what topic (empty: the default) holds for the
+// relay named key, creating nothing: its own checkpoint (found false when
+// there is none, or a tombstone deleted it) and the ones other clusters
+// saved for the same database and slot, whether or not it has its own. A
+// topic that does not exist holds none. For outboxrelay check.
+func ReadCheckpoints(ctx context.Context, cfg Config, topic string, key connector.CheckpointKey) (own connector.Checkpoint, found bool, foreign []connector.Checkpoint, err error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return connector.Checkpoint{}, false, nil, err
 	}
-	if last == nil {
-		return connector.Checkpoint{}, false, nil
+	if topic == "" {
+		topic = DefaultCheckpointTopic
 	}
-	if last.Value == nil {
-		// A tombstone is the documented way to forget a relay's position
-		// (docs/checkpoint.md); say that it happened.
-		s.log.Warn("checkpoint deleted by a tombstone; starting as if none was ever written",
-			"topic", s.topic, "key", s.key.String(), "offset", last.Offset)
-		return connector.Checkpoint{}, false, nil
-	}
-	cp, err := connector.DecodeCheckpoint(s.key, last.Value)
+	kopts, err := ClientOptions(cfg)
 	if err != nil {
-		return connector.Checkpoint{}, false, fmt.Errorf("checkpoint topic %q partition %d offset %d: %w; if the record cannot be trusted, see docs/checkpoint.md", s.topic, part, last.Offset, err)
+		return connector.Checkpoint{}, false, nil, err
 	}
-	return cp, true, nil
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return connector.Checkpoint{}, false, nil, fmt.Errorf("checkpoint store: kafka client: %w", err)
+	}
+	defer cl.Close()
+	s := &CheckpointStore{topic: topic, key: key, brokers: cfg.Brokers, cl: cl, log: slog.New(slog.DiscardHandler)}
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return connector.Checkpoint{}, false, nil, s.aclError("read", err)
+	}
+	d, ok := details[topic]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		return connector.Checkpoint{}, false, nil, nil
+	case d.Err != nil:
+		return connector.Checkpoint{}, false, nil, s.aclError("read", d.Err)
+	}
+	s.partitions = len(d.Partitions)
+	read, err := s.read(ctx)
+	if err != nil {
+		return connector.Checkpoint{}, false, nil, err
+	}
+	if foreign, _, err = s.decodeForeign(read); err != nil {
+		return connector.Checkpoint{}, false, nil, err
+	}
+	if read.own != nil && read.own.Value != nil {
+		if own, err = connector.DecodeCheckpoint(key, read.own.Value); err != nil {
+			return connector.Checkpoint{}, false, nil, s.unreadable(read.own, err)
+		}
+		found = true
+	}
+	return own, found, foreign, nil
 }
 
 // Save writes cp and waits for Kafka to acknowledge it with acks=all. With

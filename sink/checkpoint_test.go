@@ -166,12 +166,43 @@ func TestCheckpointStoreForeignCluster(t *testing.T) {
 	if cp.Key != old || cp.EndLSN != 42 || cp.LastEventID != "s" {
 		t.Fatalf("Load = %+v, want the checkpoint saved under %s", cp, old)
 	}
+	if fs := st.ForeignCheckpoints(); len(fs) != 1 || fs[0].Key != old {
+		t.Fatalf("ForeignCheckpoints = %+v, want the one of %s", fs, old)
+	}
+	// A third cluster with the same names: Load gives the latest, and
+	// ForeignCheckpoints both, for the caller to judge.
+	third := connector.CheckpointKey{SystemID: "333", Database: "app", Slot: "s"}
+	st3, err := sink.NewCheckpointStore(ctx, cfg, "", third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st3.Save(ctx, connector.Checkpoint{EndLSN: 99}); err != nil {
+		t.Fatal(err)
+	}
+	st3.Close()
+	if cp, _, err := st.Load(ctx); err != nil || cp.Key != third {
+		t.Fatalf("Load with two other clusters' = %+v, %v; want the latest, %s's", cp, err, third)
+	}
+	if fs := st.ForeignCheckpoints(); len(fs) != 2 || fs[0].Key != old || fs[1].Key != third {
+		t.Fatalf("ForeignCheckpoints = %+v, want %s's and %s's", fs, old, third)
+	}
 	// Once the relay saves under its own key, that one wins.
 	if err := st.Save(ctx, connector.Checkpoint{EndLSN: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if cp, _, err := st.Load(ctx); err != nil || cp.Key != moved || cp.EndLSN != 7 {
 		t.Fatalf("Load after own save = %+v, %v; want its own checkpoint", cp, err)
+	}
+	// What check reads, creating nothing.
+	own, found, fs, err := sink.ReadCheckpoints(ctx, cfg, "", moved)
+	if err != nil || !found || own.EndLSN != 7 || len(fs) != 2 {
+		t.Fatalf("ReadCheckpoints = %+v, %v, %+v, %v; want its own checkpoint and the two others'", own, found, fs, err)
+	}
+	if _, found, fs, err := sink.ReadCheckpoints(ctx, cfg, "", connector.CheckpointKey{SystemID: "444", Database: "app", Slot: "s"}); err != nil || found || len(fs) != 3 {
+		t.Fatalf("ReadCheckpoints of a new cluster = found %v, %+v, %v; want the three others'", found, fs, err)
+	}
+	if _, found, fs, err := sink.ReadCheckpoints(ctx, cfg, "no.such.topic", moved); err != nil || found || fs != nil {
+		t.Fatalf("ReadCheckpoints of a missing topic = found %v, %+v, %v; want nothing", found, fs, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,7 +143,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		s.txn = &txnState{}
 	}
 	if cfg.TopicCreation.Enabled {
-		s.topics = &creator{cfg: cfg.TopicCreation, known: map[string]struct{}{}}
+		s.topics = &creator{cfg: cfg.TopicCreation, known: map[string]struct{}{}, refused: map[string]refusal{}, now: time.Now}
 	}
 	return s, nil
 }
@@ -222,16 +224,19 @@ func (s *Sink) renew(ctx context.Context, topic string) error {
 // Publish implements [connector.Sink].
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
 	if err := s.renew(ctx, m.Topic); err != nil {
-		return ExplainConnError(s.cfg, err)
+		return s.explain(err)
 	}
 	if s.topics != nil {
 		if err := s.topics.ensure(ctx, s.cl, m.Topic); err != nil {
-			return ExplainConnError(s.cfg, err)
+			if refused := (*TopicRefusedError)(nil); errors.As(err, &refused) {
+				return &connector.EventError{EventID: m.EventID, Err: refused}
+			}
+			return s.explain(err)
 		}
 	}
 	limit, err := s.limits.get(ctx, s.cl, m.Topic)
 	if err != nil {
-		return ExplainConnError(s.cfg, err)
+		return s.explain(err)
 	}
 	rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
 	if len(m.Headers) > 0 {
@@ -253,6 +258,25 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 		done(partitioned(classify(id, size, err)))
 	})
 	return nil
+}
+
+// explain is err, from talking to the brokers, with what the user needs to
+// read: TLS and SASL problems explained (ExplainConnError), a broker that
+// could not be reached named with the brokers (unreachable).
+func (s *Sink) explain(err error) error {
+	return unreachable(s.cfg.Brokers, ExplainConnError(s.cfg, err))
+}
+
+// unreachable is err as a [connector.ConnectError] naming brokers when a
+// broker could not be dialled (refused, no route, a name that does not
+// resolve, no answer within the dial timeout), so that the relay's log
+// names Kafka and where it looked; other errors are returned as they are.
+func unreachable(brokers []string, err error) error {
+	var op *net.OpError
+	if connector.IsPermanent(err) || !errors.As(err, &op) || op.Op != "dial" {
+		return err
+	}
+	return &connector.ConnectError{Service: "Kafka", Addr: strings.Join(brokers, ","), Err: op}
 }
 
 // classify turns the errors that say this record can never be written into

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -157,20 +158,63 @@ type creator struct {
 	cfg   TopicCreation
 	mu    sync.Mutex
 	known map[string]struct{}
+	// refused are the topics whose creation the broker refused lately,
+	// with its refusal, so that each event of such a topic fails at once
+	// rather than after a request of its own. Bounded as known is.
+	refused map[string]refusal
+	now     func() time.Time
 }
 
-// maxKnownTopics bounds the topics the creator remembers as existing.
+type refusal struct {
+	err *TopicRefusedError
+	at  time.Time
+}
+
+// maxKnownTopics bounds the topics the creator remembers as existing, and
+// those it remembers as refused.
 const maxKnownTopics = 10000
+
+// refusedFor is how long a refusal stands before the creator asks the
+// broker again: the settings do not change while the relay runs, but the
+// cluster may (a broker added, a policy changed).
+const refusedFor = time.Minute
+
+// TopicRefusedError is the broker's refusal to create a topic with the
+// settings kafka.topic_creation gives it (a replication factor above the
+// brokers, a config it does not take, a creation policy). Every event
+// routed to the topic fails with it: the sink returns it as that event's
+// [*connector.EventError], so that the event goes to the dead letter topic
+// or stops the relay naming the topic and the setting, and the events of
+// other topics go on.
+type TopicRefusedError struct {
+	Topic    string
+	Settings TopicSettings
+	// Key is the setting the broker refused, as the configuration names
+	// it (kafka.topic_creation.replication_factor, or a group's).
+	Key string
+	Err error
+}
+
+func (e *TopicRefusedError) Error() string {
+	return fmt.Sprintf("the broker refuses to create topic %q with %s: %v; correct %s, or create the topic yourself", e.Topic, e.Settings, e.Err, e.Key)
+}
+
+func (e *TopicRefusedError) Unwrap() error { return e.Err }
 
 // ensure creates topic unless it is known to exist: once per topic,
 // before its first record. A topic another client created meanwhile is
-// fine; anything else is an error saying what to do.
+// fine; a refusal of the settings is a [*TopicRefusedError]; anything else
+// is an error saying what to do.
 func (c *creator) ensure(ctx context.Context, cl *kgo.Client, topic string) error {
 	c.mu.Lock()
 	_, ok := c.known[topic]
+	r, refused := c.refused[topic]
 	c.mu.Unlock()
-	if ok {
+	switch {
+	case ok:
 		return nil
+	case refused && c.now().Sub(r.at) < refusedFor:
+		return r.err
 	}
 	s, group := c.cfg.Settings(topic)
 	configs := make(map[string]*string, len(s.Configs))
@@ -193,19 +237,58 @@ func (c *creator) ensure(ctx context.Context, cl *kgo.Client, topic string) erro
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return fmt.Errorf("create topic %q (kafka.topic_creation): %w; grant the relay's principal Create on the topic (or the cluster), or create the topic yourself", topic, err)
 	case errors.Is(err, kerr.InvalidReplicationFactor), errors.Is(err, kerr.InvalidPartitions), errors.Is(err, kerr.InvalidConfig), errors.Is(err, kerr.PolicyViolation):
-		where := "kafka.topic_creation"
-		if group != "" {
-			where += " group " + group
-		}
-		return fmt.Errorf("create topic %q with %s (%s): the broker refuses: %w; correct the settings", topic, s, where, err)
+		refusedErr := &TopicRefusedError{Topic: topic, Settings: s, Key: c.cfg.refusedKey(group, err), Err: err}
+		remember(c, c.refused, topic, refusal{refusedErr, c.now()})
+		return refusedErr
 	default:
 		return fmt.Errorf("create topic %q (kafka.topic_creation): %w", topic, err)
 	}
+	remember(c, c.known, topic, struct{}{})
 	c.mu.Lock()
-	if len(c.known) >= maxKnownTopics {
-		clear(c.known)
-	}
-	c.known[topic] = struct{}{}
+	delete(c.refused, topic)
 	c.mu.Unlock()
 	return nil
+}
+
+// remember puts topic in m, one of the creator's bounded sets.
+func remember[V any](c *creator, m map[string]V, topic string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(m) >= maxKnownTopics {
+		clear(m)
+	}
+	m[topic] = v
+}
+
+// refusedKey names the setting behind the broker's refusal err of a topic
+// whose settings group gave ("" for the section's own): the group's own
+// key when the group set it, else the section's. A creation policy may
+// refuse any of them, so it names the whole section or group.
+func (c *TopicCreation) refusedKey(group string, err error) string {
+	var g *TopicGroup
+	for i := range c.Groups {
+		if group != "" && c.Groups[i].Name == group {
+			g = &c.Groups[i]
+		}
+	}
+	section := "kafka.topic_creation"
+	if g != nil {
+		section = fmt.Sprintf("kafka.topic_creation.groups (%s)", group)
+	}
+	var field string
+	var set bool // the group set it
+	switch {
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		field, set = "replication_factor", g != nil && g.ReplicationFactor != 0
+	case errors.Is(err, kerr.InvalidPartitions):
+		field, set = "partitions", g != nil && g.Partitions != 0
+	case errors.Is(err, kerr.InvalidConfig):
+		field, set = "configs", g != nil && len(g.Configs) > 0
+	default:
+		return section
+	}
+	if set {
+		return section + "." + field
+	}
+	return "kafka.topic_creation." + field
 }

@@ -306,7 +306,7 @@ func checkpointStore(sc sink.Config, topic string, log *slog.Logger, level confi
 	sc.TransactionalID = "" // the store's own client does not write in transactions
 	return func(ctx context.Context, key connector.CheckpointKey) (connector.CheckpointStore, error) {
 		opts := []sink.Option{sink.WithLogger(log), sink.WithClientOptions(
-			kgo.WithLogger(kslog.New(clientLogger(log, level, "kafka-checkpoint"))))}
+			kgo.WithLogger(kslog.New(reportedDials(clientLogger(log, level, "kafka-checkpoint")))))}
 		if snk.Transactions() {
 			opts = append(opts, sink.WithTransactions(snk))
 		}

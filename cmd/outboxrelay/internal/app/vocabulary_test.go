@@ -40,3 +40,25 @@ func TestLogVocabulary(t *testing.T) {
 		}
 	}
 }
+
+// TestReportedDials: the checkpoint client's warning of a broker it could
+// not dial is at debug, its other warnings stay, and at log.level debug
+// the dial failure shows too.
+func TestReportedDials(t *testing.T) {
+	for _, level := range []config.LogLevel{config.LevelInfo, config.LevelDebug} {
+		var b bytes.Buffer
+		log := reportedDials(clientLogger(NewLogger(&b, level, config.FormatText), level, "kafka-checkpoint"))
+		log.Warn(kafkaDialFailed, "addr", "127.0.0.1:1")
+		log.Warn("bumping error count")
+		out := b.String()
+		if !strings.Contains(out, `level=WARN msg="bumping error count" component=kafka-checkpoint`) {
+			t.Errorf("%s: the client's other warning is gone:\n%s", level, out)
+		}
+		if got, want := strings.Contains(out, kafkaDialFailed), level == config.LevelDebug; got != want {
+			t.Errorf("%s: the dial failure shown: %t, want %t:\n%s", level, got, want, out)
+		}
+		if level == config.LevelDebug && !strings.Contains(out, `level=DEBUG msg="`+kafkaDialFailed+`"`) {
+			t.Errorf("debug: the dial failure is not at DEBUG:\n%s", out)
+		}
+	}
+}

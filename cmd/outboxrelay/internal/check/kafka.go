@@ -30,6 +30,9 @@ func checkKafka(ctx context.Context, r *Report, cfg *config.Config, o options, p
 	}
 	r.add(Fail, CheckKafka, "the Kafka settings are not usable: "+err.Error(), "fix the kafka section of the configuration")
 	skipAll(r, []string{CheckKafkaTLS, CheckKafkaSASL, CheckKafkaTopics})
+	if cfg.Source == "cdc" {
+		skipAll(r, []string{CheckCheckpoint})
+	}
 }
 
 func checkBrokers(ctx context.Context, r *Report, cfg *config.Config, sc sink.Config, o options, pg pgFacts, adm *kadm.Client) {
@@ -66,6 +69,9 @@ func checkBrokers(ctx context.Context, r *Report, cfg *config.Config, sc sink.Co
 			}
 		}
 		r.skip(CheckKafkaTopics, "not checked: no connection")
+		if cfg.Source == "cdc" {
+			r.skip(CheckCheckpoint, "not checked: no connection")
+		}
 		return
 	}
 	cluster := md.Cluster
@@ -101,6 +107,7 @@ func checkBrokers(ctx context.Context, r *Report, cfg *config.Config, sc sink.Co
 		r.pass(CheckKafkaSASL, "authenticated (%s)", sc.SASL)
 	}
 	checkTopics(cctx, r, cfg, adm, md, pg)
+	checkCheckpoint(ctx, r, cfg, sc, o) // checkpoint.go
 }
 
 // checkTopics checks that the topics the outbox needs exist, or that the

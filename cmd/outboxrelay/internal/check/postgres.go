@@ -2,16 +2,13 @@ package check
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
@@ -177,33 +174,10 @@ func hostPort(c *pgx.ConnConfig) string {
 	return net.JoinHostPort(c.Host, fmt.Sprint(c.Port))
 }
 
-// connectFix says what to do about a failed connection.
+// connectFix says what to do about a failed connection, as the relay
+// itself says it.
 func connectFix(err error, c *pgx.ConnConfig, o options) string {
-	var pe *pgconn.PgError
-	var unknownCA x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &pe) && pe.Code == "28P01":
-		return fmt.Sprintf("the password of role %q was refused: check it in postgres.url, postgres.password_file or PGPASSWORD", c.User)
-	case errors.As(err, &pe) && pe.Code == "28000":
-		return fmt.Sprintf("the server does not let role %q in from here: add a pg_hba.conf line for it (host ... scram-sha-256), or ALTER ROLE ... LOGIN", c.User)
-	case errors.As(err, &pe) && pe.Code == "3D000":
-		return fmt.Sprintf("database %q does not exist: create it, or fix the database in postgres.url", c.Database)
-	case errors.As(err, &pe) && pe.Code == "53300":
-		return "the server has no connection slots left: raise max_connections or close idle connections"
-	case errors.As(err, &pe):
-		return fmt.Sprintf("the server refused the connection (SQLSTATE %s): see its log", pe.Code)
-	case errors.As(err, &unknownCA):
-		return "the server's certificate is not signed by a CA you trust: set sslrootcert=<CA file> in postgres.url"
-	case errors.As(err, &hostname):
-		return fmt.Sprintf("the server's certificate is not valid for %q: connect by a name it carries (sslmode=verify-full checks it)", hostname.Host)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Sprintf("nothing listens at %s: check the host and port in postgres.url, and that PostgreSQL is running and listens there (listen_addresses)", hostPort(c))
-	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("no answer from %s within %s: check the host, the port and the firewalls between", hostPort(c), o.timeout)
-	}
-	return "check postgres.url (host, port, user, database, sslmode) and the server's log"
+	return pgsql.ConnectFix(err, &c.Config, o.timeout)
 }
 
 func (c *pgCheck) checkTLS(ctx context.Context, pcfg *pgx.ConnConfig) {
