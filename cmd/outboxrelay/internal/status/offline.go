@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/cmd/outboxrelay/internal/config"
@@ -148,100 +146,32 @@ func (r *Report) readCheckpoint(ctx context.Context, cfg *config.Config, slot st
 	}
 	key := id.CheckpointKey(slot)
 	c.Key = key.String()
-	rec, foreign, err := lastCheckpoint(ctx, cfg.SinkConfig(), c.Topic, key)
+	sc := cfg.SinkConfig()
+	sc.TransactionalID = ""
+	own, found, foreign, err := sink.ReadCheckpoints(ctx, sc, c.Topic, key)
 	if err != nil {
 		r.problem("checkpoint topic %q: %w", c.Topic, err)
 		return c
 	}
-	if rec == nil {
+	cp := own
+	if !found {
+		// None of this relay's: the latest another cluster wrote for the
+		// same database and slot names, if any.
+		for _, f := range foreign {
+			if !found || f.Written.After(cp.Written) {
+				cp, found = f, true
+				c.Foreign = true
+			}
+		}
+	}
+	if !found {
 		return c
 	}
-	k, _ := connector.ParseCheckpointKey(string(rec.Key))
-	cp, err := connector.DecodeCheckpoint(k, rec.Value)
-	if err != nil {
-		r.problem("checkpoint topic %q offset %d: %w", c.Topic, rec.Offset, err)
-		return c
-	}
-	c.Found, c.Foreign = true, foreign
+	c.Found = true
 	c.EndLSN, c.CommitTime, c.LastEventID, c.Events = connector.FormatLSN(cp.EndLSN), cp.CommitTime, cp.LastEventID, cp.Events
 	c.Written, c.RelayVersion = cp.Written, cp.RelayVersion
 	c.AgeSeconds = max(time.Since(cp.Written), 0).Seconds()
 	return c
-}
-
-// lastCheckpoint reads the checkpoint topic from its start to its end on
-// every partition, committed records only, and returns the last record
-// under key or, when there is none, the last another cluster wrote for
-// the same database and slot (foreign). A tombstone forgets what came
-// before it. A missing topic holds none; it is not created.
-func lastCheckpoint(ctx context.Context, sc sink.Config, topic string, key connector.CheckpointKey) (rec *kgo.Record, foreign bool, err error) {
-	sc.TransactionalID = ""
-	opts, err := sink.ClientOptions(sc)
-	if err != nil {
-		return nil, false, err
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, false, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, false, err
-	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := ends.Error(); err != nil {
-		return nil, false, err
-	}
-	from, want := map[int32]kgo.Offset{}, map[int32]int64{}
-	starts.Each(func(o kadm.ListedOffset) {
-		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
-			from[o.Partition], want[o.Partition] = kgo.NewOffset().At(o.Offset), end.Offset
-		}
-	})
-	if len(from) == 0 {
-		return nil, false, nil
-	}
-	c, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
-	if err != nil {
-		return nil, false, err
-	}
-	defer c.Close()
-	var own, other *kgo.Record
-	for len(want) > 0 {
-		fs := c.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, false, fmt.Errorf("read to the end: %w", err)
-		}
-		if err := fs.Err0(); err != nil {
-			return nil, false, err
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			if string(r.Key) == key.String() {
-				own = r
-			} else if k, err := connector.ParseCheckpointKey(string(r.Key)); err == nil && k.SameRelay(key) {
-				other = r
-			}
-		})
-	}
-	switch {
-	case own != nil && own.Value != nil:
-		return own, false, nil
-	case own == nil && other != nil && other.Value != nil:
-		return other, true, nil
-	}
-	return nil, false, nil
 }
 
 // backlogs counts the rows each poller has not published.
