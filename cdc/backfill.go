@@ -59,8 +59,10 @@ type Backfill struct {
 	// the epoch). Empty: the commit timestamps of track_commit_timestamp.
 	TimestampColumn string
 	// Margin widens the TimestampColumn window back from Since: a row's
-	// insert time comes before its commit. Default 5 minutes.
-	Margin time.Duration
+	// insert time comes before its commit. Nil: DefaultBackfillMargin; a
+	// zero Margin is none, for rows whose application sets the column to
+	// the commit time.
+	Margin *time.Duration
 	// Done is called once, when Kafka has every row backfilled (or when
 	// there is nothing to backfill); the caller then stops the source,
 	// whose last checkpoint is where the relay's next start carries on.
@@ -126,15 +128,18 @@ func (r BackfillResult) RepeatedRows() int {
 // the chosen rows before streaming, and calls b.Done once Kafka has them.
 // A backfill does not wait for a slot another session holds.
 func WithBackfill(b Backfill) Option {
-	if b.Margin == 0 {
-		b.Margin = DefaultBackfillMargin
+	margin := DefaultBackfillMargin
+	if b.Margin != nil {
+		margin = *b.Margin
 	}
-	return func(s *Source) { s.backfill = &backfillState{Backfill: b} }
+	return func(s *Source) { s.backfill = &backfillState{Backfill: b, margin: margin} }
 }
 
 // backfillState is a backfill under way.
 type backfillState struct {
 	Backfill
+	// margin is Margin, defaulted.
+	margin time.Duration
 	result BackfillResult
 	job    *snapshotJob // to publish on the next connection
 	// planned is the job first planned (only the source's Run touches
@@ -278,7 +283,7 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 		}
 		col = &c
 	}
-	from := since.Add(-b.Margin)
+	from := since.Add(-b.margin)
 	at := since.UTC().Format(time.RFC3339Nano)
 	var f rowFilter
 	if track != "on" {
@@ -289,9 +294,9 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 		}
 		f.where = col.atOrAfter(&f, from)
 		f.repeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 1 END", col.atOrAfter(&f, since))
-		f.reasons = []string{fmt.Sprintf("inserted before %s, within --margin %s of it (a row is inserted before it commits, so the time of a row's insert does not tell whether Kafka has it)", at, b.Margin)}
+		f.reasons = []string{fmt.Sprintf("inserted before %s, within --margin %s of it (a row is inserted before it commits, so the time of a row's insert does not tell whether Kafka has it)", at, b.margin)}
 		words := fmt.Sprintf("rows whose %s is at or after %s (%s before %s, as a row is inserted before it commits)",
-			col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, at)
+			col.name, from.UTC().Format(time.RFC3339Nano), b.margin, at)
 		return f, words + col.unit, nil
 	}
 	// A row whose commit time the server no longer knows (committed
@@ -307,9 +312,9 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 	if col != nil {
 		unknown = col.atOrAfter(&f, from)
 		unknownRepeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 2 END", col.atOrAfter(&f, since))
-		unknownWhy = fmt.Sprintf("whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago) and that were inserted before %s, within --margin %s of it", at, b.Margin)
+		unknownWhy = fmt.Sprintf("whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago) and that were inserted before %s, within --margin %s of it", at, b.margin)
 		words = fmt.Sprintf("rows committed at or after %s (track_commit_timestamp; %s earlier, as commit times may be out of commit order by a little), and rows whose commit time the server does not know and whose %s is at or after %s (--margin %s before)%s",
-			since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew, col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, col.unit)
+			since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew, col.name, from.UTC().Format(time.RFC3339Nano), b.margin, col.unit)
 	}
 	f.where += unknown + ")"
 	f.repeat = fmt.Sprintf("CASE WHEN %s IS NULL THEN %s WHEN %s <= %s THEN 1 ELSE 0 END", ts, unknownRepeat, ts, f.param(since.Format(time.RFC3339Nano), "timestamptz"))
