@@ -182,14 +182,27 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	case since.IsZero():
 		since = kp.CommitTime
 	}
+	var proof txnProof
+	if !b.All && b.Since.IsZero() {
+		var err error
+		if proof, err = s.checkTxnSnapshot(ctx, conn, kp, cause); err != nil { // backfill_snapshot.go
+			return slotPosition{}, err
+		}
+	}
 	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
 	var selection string
+	used := false
 	for _, t := range s.tables {
-		f, words, err := s.backfillFilter(ctx, conn, since, t)
+		f, words, bySnapshot, err := s.backfillFilter(ctx, conn, since, t, proof)
 		if err != nil {
+			s.snapshotUnused(proof)
 			return slotPosition{}, err
 		}
 		job.filters[t], selection = f, words
+		used = used || bySnapshot
+	}
+	if !b.All && b.Since.IsZero() && !used {
+		s.snapshotUnused(proof)
 	}
 	b.result = BackfillResult{Cause: cause, Since: since, Selection: selection}
 	b.planned = job
@@ -222,7 +235,13 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	// were chosen from as its commit time until Kafka has them all
 	// (SnapshotPending): run again after an interruption, the backfill
 	// chooses the same rows.
-	s.setCurrent(&connector.Checkpoint{Key: s.key(), CommitTime: since})
+	// The snapshot the rows were chosen by goes on being true: what it
+	// saw is in Kafka, what it did not is being published.
+	next := &connector.Checkpoint{Key: s.key(), CommitTime: since}
+	if used {
+		next.TxnSnapshot = proof.snap
+	}
+	s.setCurrent(next)
 	if slot.exists && slot.lost {
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
 			return slotPosition{}, classify("drop the invalidated replication slot", err)
@@ -234,6 +253,16 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 		return slotPosition{create: true}, nil
 	}
 	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
+}
+
+// snapshotUnused says why a backfill after the checkpoint chooses its rows
+// by time, not by the checkpoint's transaction snapshot.
+func (s *Source) snapshotUnused(proof txnProof) {
+	why := proof.why
+	if why == "" {
+		why = "the server has restarted on the same timeline since it was taken, as one restored from a copy would, and no commit times or insert-time column say which rows came before it"
+	}
+	s.log.Info("backfill: the checkpoint's transaction snapshot does not serve here; choosing the rows by time", "slot", s.cfg.Slot, "why", why)
 }
 
 // rowFilter chooses rows: a WHERE clause and its parameters ($1...).
@@ -265,28 +294,44 @@ func (f *rowFilter) param(v, typ string) string {
 const commitTimeSkew = time.Second
 
 // backfillFilter is the filter that chooses the rows of t committed at or
-// after since, and those words for the log.
-func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time, t table) (rowFilter, string, error) {
+// after since, and those words for the log: by the checkpoint's
+// transaction snapshot when proof holds one that serves (bySnapshot),
+// else by time.
+func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time, t table, proof txnProof) (f rowFilter, words string, bySnapshot bool, err error) {
 	b := s.backfill
 	if b.All {
-		return rowFilter{}, "every row in the table", nil
+		return rowFilter{}, "every row in the table", false, nil
 	}
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
-		return rowFilter{}, "", classify("read track_commit_timestamp", err)
+		return rowFilter{}, "", false, classify("read track_commit_timestamp", err)
 	}
 	var col *timestampColumn
 	if b.TimestampColumn != "" {
 		c, err := s.readTimestampColumn(ctx, conn, t, b.TimestampColumn)
 		if err != nil {
-			return rowFilter{}, "", err
+			return rowFilter{}, "", false, err
 		}
 		col = &c
 	}
+	if proof.snap.Known() {
+		if f, words, ok := snapshotFilter(proof, since, col, track == "on"); ok {
+			return f, words, true, nil
+		}
+	}
+	f, words, err = s.timeFilter(since, t, col, track == "on")
+	return f, words, false, err
+}
+
+// timeFilter is the filter that chooses the rows of t committed at or
+// after since by time: the commit timestamps when the server keeps them
+// (track), the insert-time column col, or both.
+func (s *Source) timeFilter(since time.Time, t table, col *timestampColumn, track bool) (rowFilter, string, error) {
+	b := s.backfill
 	from := since.Add(-b.margin)
 	at := since.UTC().Format(time.RFC3339Nano)
 	var f rowFilter
-	if track != "on" {
+	if !track {
 		if col == nil {
 			return rowFilter{}, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s were committed: name a column the application sets to the insert time (--timestamp-column), "+
 				"or publish every row in the table (--all; consumers drop the repeats by id); "+
@@ -411,7 +456,7 @@ const insertTimeDefault = `(now|clock_timestamp|statement_timestamp|transaction_
 // adviseBackfill works out which backfill flags choose the rows of a gap
 // in this relay's tables. A failure to read the catalog leaves the advice
 // general: the error it goes into matters more.
-func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
+func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn, kp *connector.Checkpoint, cause SlotLossCause) {
 	r := &s.recovery
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
@@ -433,12 +478,28 @@ func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
 		r.why = "track_commit_timestamp is on, so it chooses the rows by the commit times the server kept"
 	case col != "":
 		r.flags = "--timestamp-column " + shellWord(col)
-		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event", col)
+		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event, or, when the checkpoint's transaction snapshot serves, those whose transaction had not ended when it was taken", col)
+	case s.cfg.OnSlotLoss == SlotLossFail && s.snapshotServes(ctx, conn, kp, cause):
+		// Only after the checkpoint: with recreate the relay goes on
+		// past the gap, and the backfill it prints is --since a time.
+		r.flags = ""
+		r.why = "the checkpoint carries a transaction snapshot that this server's history holds, so it chooses the rows whose transaction had not ended when the snapshot was taken"
 	default:
 		r.flags = "--all"
 		r.why = "the table has no column holding each row's insert time and the server keeps no commit times, track_commit_timestamp being off: only every row is sure to hold the gap. " +
 			"A column such as created_at timestamptz NOT NULL DEFAULT now(), or track_commit_timestamp on, lets a later backfill publish only the gap"
 	}
+}
+
+// snapshotServes reports whether the checkpoint kp's transaction snapshot
+// chooses the rows of the gap on its own here, with no time to guard it.
+func (s *Source) snapshotServes(ctx context.Context, conn *pgx.Conn, kp *connector.Checkpoint, cause SlotLossCause) bool {
+	proof, err := s.checkTxnSnapshot(ctx, conn, kp, cause)
+	if err != nil {
+		s.log.Debug("judge the checkpoint's transaction snapshot for the backfill advice", "err", err)
+		return false
+	}
+	return proof.snap.Known() && proof.history
 }
 
 // insertTimeColumn is the column every outbox table has that holds its

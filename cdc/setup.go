@@ -322,7 +322,7 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn, history *histor
 	if (cause == CauseDropped || cause == CauseInvalidated) && s.saveLate(ctx) {
 		kp = s.pos.get().current
 	}
-	s.adviseBackfill(ctx, conn) // backfill.go: the command the error names
+	s.adviseBackfill(ctx, conn, kp, cause) // backfill.go: the command the error names
 	if err := s.reportLoss(slot, kp, cause); err != nil {
 		return slotPosition{}, err
 	}

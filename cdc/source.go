@@ -104,9 +104,10 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return err
 	}
 	defer pgsql.Close(ctx, conn)
-	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()              // heartbeat.go
-	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)() // cleanup.go
-	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                    // patterns.go
+	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()                        // heartbeat.go
+	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)()           // cleanup.go
+	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                              // patterns.go
+	defer background(ctx, s.backfill == nil && !s.server.onHotStandby, s.takeTxnSnapshots)() // txnsnapshot.go
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.wait.set(stateStreaming)
 	return s.streamFrom(ctx, conn, out, start)
