@@ -182,27 +182,9 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	case since.IsZero():
 		since = kp.CommitTime
 	}
-	var proof txnProof
-	if !b.All && b.Since.IsZero() {
-		var err error
-		if proof, err = s.checkTxnSnapshot(ctx, conn, kp, cause); err != nil { // backfill_snapshot.go
-			return slotPosition{}, err
-		}
-	}
-	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
-	var selection string
-	used := false
-	for _, t := range s.tables {
-		f, words, bySnapshot, err := s.backfillFilter(ctx, conn, since, t, proof)
-		if err != nil {
-			s.snapshotUnused(proof)
-			return slotPosition{}, err
-		}
-		job.filters[t], selection = f, words
-		used = used || bySnapshot
-	}
-	if !b.All && b.Since.IsZero() && !used {
-		s.snapshotUnused(proof)
+	job, selection, chosenBy, err := s.chooseRows(ctx, conn, since, cause, kp)
+	if err != nil {
+		return slotPosition{}, err
 	}
 	b.result = BackfillResult{Cause: cause, Since: since, Selection: selection}
 	b.planned = job
@@ -235,13 +217,9 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	// were chosen from as its commit time until Kafka has them all
 	// (SnapshotPending): run again after an interruption, the backfill
 	// chooses the same rows.
-	// The snapshot the rows were chosen by goes on being true: what it
-	// saw is in Kafka, what it did not is being published.
-	next := &connector.Checkpoint{Key: s.key(), CommitTime: since}
-	if used {
-		next.TxnSnapshot = proof.snap
-	}
-	s.setCurrent(next)
+	// The transaction snapshot the rows were chosen by goes on being true:
+	// what it saw is in Kafka, what it did not is being published.
+	s.setCurrent(&connector.Checkpoint{Key: s.key(), CommitTime: since, TxnSnapshot: chosenBy})
 	if slot.exists && slot.lost {
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
 			return slotPosition{}, classify("drop the invalidated replication slot", err)
@@ -253,6 +231,40 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 		return slotPosition{create: true}, nil
 	}
 	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
+}
+
+// chooseRows is the job that reads the rows a backfill publishes, chosen
+// from since, with those words for the log, and the checkpoint's
+// transaction snapshot when they were chosen by it (zero when not).
+func (s *Source) chooseRows(ctx context.Context, conn *pgx.Conn, since time.Time, cause SlotLossCause, kp *connector.Checkpoint) (*snapshotJob, string, connector.TxnSnapshot, error) {
+	b := s.backfill
+	afterCheckpoint := !b.All && b.Since.IsZero()
+	var proof txnProof
+	if afterCheckpoint {
+		var err error
+		if proof, err = s.checkTxnSnapshot(ctx, conn, kp, cause); err != nil { // backfill_snapshot.go
+			return nil, "", connector.TxnSnapshot{}, err
+		}
+	}
+	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
+	var selection string
+	used := false
+	for _, t := range s.tables {
+		f, words, bySnapshot, err := s.backfillFilter(ctx, conn, since, t, proof)
+		if err != nil {
+			s.snapshotUnused(proof)
+			return nil, "", connector.TxnSnapshot{}, err
+		}
+		job.filters[t], selection = f, words
+		used = used || bySnapshot
+	}
+	if !used {
+		if afterCheckpoint {
+			s.snapshotUnused(proof)
+		}
+		return job, selection, connector.TxnSnapshot{}, nil
+	}
+	return job, selection, proof.snap, nil
 }
 
 // snapshotUnused says why a backfill after the checkpoint chooses its rows

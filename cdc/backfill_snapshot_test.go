@@ -215,3 +215,21 @@ func TestPositionsCarryTxnSnapshot(t *testing.T) {
 		t.Fatalf("the checkpoint at 300 carries %+v, want the one at 300", cp.TxnSnapshot)
 	}
 }
+
+// BenchmarkTxnSnapshot is what one transaction snapshot for the checkpoint
+// costs, on its connection: the two statements' round trips against a
+// local server, with the server's work in them. The source takes at most
+// one per cdc.checkpoint_interval.
+func BenchmarkTxnSnapshot(b *testing.B) {
+	ctx := context.Background()
+	src := &Source{cfg: Config{URL: testenv.Postgres(b)}, log: slog.New(slog.DiscardHandler)}
+	src.cfg.Network.SetDefaults()
+	var conn *pgx.Conn
+	for b.Loop() {
+		var err error
+		if conn, _, err = src.txnSnapshot(ctx, conn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+}
