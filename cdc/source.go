@@ -43,6 +43,11 @@ type Source struct {
 	// recovery is the backfill command a slot-loss error prints
 	// (backfill.go).
 	recovery recovery
+	// handed counts the batches on their way to Kafka, and drainTimeout
+	// bounds the wait for them when the slot is lost under the stream
+	// (lostslot.go).
+	handed       handedOn
+	drainTimeout time.Duration
 }
 
 var _ connector.Source = (*Source)(nil)
@@ -156,6 +161,7 @@ func (s *Source) streamFrom(ctx context.Context, conn *pgconn.PgConn, out chan<-
 	s.pos.update(func(p *positions) { p.startStream(start, time.Now()) })
 	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, saver: s.newSaver(ctx)}
 	err := st.run(ctx)
+	s.drainIfLost(ctx, err) // lostslot.go
 	st.saver.halt()
 	var cpErr *checkpointError
 	if !errors.As(err, &cpErr) {

@@ -351,13 +351,17 @@ func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
 // runner, with a checkpoint for them (exactly once, txn.go) and their
 // Done, either of which may be nil; the rest stay in the batch.
 func (st *stream) emitWith(ctx context.Context, n, bytes int, mark func() (*connector.Message, error), done func(error)) error {
-	b := connector.Batch{Events: st.batch.take(n, bytes), Done: done, Checkpoint: mark}
+	b := connector.Batch{Events: st.batch.take(n, bytes), Done: st.src.handed.track(done), Checkpoint: mark}
 	select {
 	case st.out <- b:
 		return nil
 	default:
 	}
-	return st.awaitRunner(ctx, b)
+	err := st.awaitRunner(ctx, b)
+	if err != nil && b.Done != nil {
+		st.src.handed.untrack()
+	}
+	return err
 }
 
 // awaitRunner hands b on once the runner takes it. While the runner is

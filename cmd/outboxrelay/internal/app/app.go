@@ -157,7 +157,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	case "cdc":
 		var c *cdc.Source
 		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, cfg.Log.Level, snk), Build().Version),
-			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
+			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn}),
+			cdc.WithDrainTimeout(cfg.RunnerConfig().ShutdownTimeout)}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
 		}
