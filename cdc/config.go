@@ -119,7 +119,7 @@ type Config struct {
 	// slot once the server has heard nothing from its client for this
 	// long (pg_stat_replication.reply_time), rather than wait for the
 	// server's wal_sender_timeout. 0: off.
-	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0 (off)"`
+	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice how often the relay speaks to the server (cdc.status_interval, or a third of cdc.receive_timeout when sooner)." default:"0 (off)"`
 	// FailoverSlot creates the slot as a failover slot, which a promoted
 	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
 	// on the standby; with synchronized_standby_slots on the primary, the
