@@ -59,8 +59,10 @@ type Backfill struct {
 	// the epoch). Empty: the commit timestamps of track_commit_timestamp.
 	TimestampColumn string
 	// Margin widens the TimestampColumn window back from Since: a row's
-	// insert time comes before its commit. Default 5 minutes.
-	Margin time.Duration
+	// insert time comes before its commit. Nil: DefaultBackfillMargin; a
+	// zero Margin is none, for rows whose application sets the column to
+	// the commit time.
+	Margin *time.Duration
 	// Done is called once, when Kafka has every row backfilled (or when
 	// there is nothing to backfill); the caller then stops the source,
 	// whose last checkpoint is where the relay's next start carries on.
@@ -126,15 +128,18 @@ func (r BackfillResult) RepeatedRows() int {
 // the chosen rows before streaming, and calls b.Done once Kafka has them.
 // A backfill does not wait for a slot another session holds.
 func WithBackfill(b Backfill) Option {
-	if b.Margin == 0 {
-		b.Margin = DefaultBackfillMargin
+	margin := DefaultBackfillMargin
+	if b.Margin != nil {
+		margin = *b.Margin
 	}
-	return func(s *Source) { s.backfill = &backfillState{Backfill: b} }
+	return func(s *Source) { s.backfill = &backfillState{Backfill: b, margin: margin} }
 }
 
 // backfillState is a backfill under way.
 type backfillState struct {
 	Backfill
+	// margin is Margin, defaulted.
+	margin time.Duration
 	result BackfillResult
 	job    *snapshotJob // to publish on the next connection
 	// planned is the job first planned (only the source's Run touches
@@ -177,14 +182,9 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	case since.IsZero():
 		since = kp.CommitTime
 	}
-	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
-	var selection string
-	for _, t := range s.tables {
-		f, words, err := s.backfillFilter(ctx, conn, since, t)
-		if err != nil {
-			return slotPosition{}, err
-		}
-		job.filters[t], selection = f, words
+	job, selection, chosenBy, err := s.chooseRows(ctx, conn, since, cause, kp)
+	if err != nil {
+		return slotPosition{}, err
 	}
 	b.result = BackfillResult{Cause: cause, Since: since, Selection: selection}
 	b.planned = job
@@ -217,7 +217,9 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 	// were chosen from as its commit time until Kafka has them all
 	// (SnapshotPending): run again after an interruption, the backfill
 	// chooses the same rows.
-	s.setCurrent(&connector.Checkpoint{Key: s.key(), CommitTime: since})
+	// The transaction snapshot the rows were chosen by goes on being true:
+	// what it saw is in Kafka, what it did not is being published.
+	s.setCurrent(&connector.Checkpoint{Key: s.key(), CommitTime: since, TxnSnapshot: chosenBy})
 	if slot.exists && slot.lost {
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
 			return slotPosition{}, classify("drop the invalidated replication slot", err)
@@ -229,6 +231,50 @@ func (s *Source) planBackfill(ctx context.Context, conn *pgx.Conn, slot slotStat
 		return slotPosition{create: true}, nil
 	}
 	return slotPosition{lsn: slot.confirmed, fresh: true}, nil
+}
+
+// chooseRows is the job that reads the rows a backfill publishes, chosen
+// from since, with those words for the log, and the checkpoint's
+// transaction snapshot when they were chosen by it (zero when not).
+func (s *Source) chooseRows(ctx context.Context, conn *pgx.Conn, since time.Time, cause SlotLossCause, kp *connector.Checkpoint) (*snapshotJob, string, connector.TxnSnapshot, error) {
+	b := s.backfill
+	afterCheckpoint := !b.All && b.Since.IsZero()
+	var proof txnProof
+	if afterCheckpoint {
+		var err error
+		if proof, err = s.checkTxnSnapshot(ctx, conn, kp, cause); err != nil { // backfill_snapshot.go
+			return nil, "", connector.TxnSnapshot{}, err
+		}
+	}
+	job := &snapshotJob{filters: map[table]rowFilter{}, backfill: true}
+	var selection string
+	used := false
+	for _, t := range s.tables {
+		f, words, bySnapshot, err := s.backfillFilter(ctx, conn, since, t, proof)
+		if err != nil {
+			s.snapshotUnused(proof)
+			return nil, "", connector.TxnSnapshot{}, err
+		}
+		job.filters[t], selection = f, words
+		used = used || bySnapshot
+	}
+	if !used {
+		if afterCheckpoint {
+			s.snapshotUnused(proof)
+		}
+		return job, selection, connector.TxnSnapshot{}, nil
+	}
+	return job, selection, proof.snap, nil
+}
+
+// snapshotUnused says why a backfill after the checkpoint chooses its rows
+// by time, not by the checkpoint's transaction snapshot.
+func (s *Source) snapshotUnused(proof txnProof) {
+	why := proof.why
+	if why == "" {
+		why = "the server has restarted on the same timeline since it was taken, as one restored from a copy would, and no commit times or insert-time column say which rows came before it"
+	}
+	s.log.Info("backfill: the checkpoint's transaction snapshot does not serve here; choosing the rows by time", "slot", s.cfg.Slot, "why", why)
 }
 
 // rowFilter chooses rows: a WHERE clause and its parameters ($1...).
@@ -260,28 +306,44 @@ func (f *rowFilter) param(v, typ string) string {
 const commitTimeSkew = time.Second
 
 // backfillFilter is the filter that chooses the rows of t committed at or
-// after since, and those words for the log.
-func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time, t table) (rowFilter, string, error) {
+// after since, and those words for the log: by the checkpoint's
+// transaction snapshot when proof holds one that serves (bySnapshot),
+// else by time.
+func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.Time, t table, proof txnProof) (f rowFilter, words string, bySnapshot bool, err error) {
 	b := s.backfill
 	if b.All {
-		return rowFilter{}, "every row in the table", nil
+		return rowFilter{}, "every row in the table", false, nil
 	}
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
-		return rowFilter{}, "", classify("read track_commit_timestamp", err)
+		return rowFilter{}, "", false, classify("read track_commit_timestamp", err)
 	}
 	var col *timestampColumn
 	if b.TimestampColumn != "" {
 		c, err := s.readTimestampColumn(ctx, conn, t, b.TimestampColumn)
 		if err != nil {
-			return rowFilter{}, "", err
+			return rowFilter{}, "", false, err
 		}
 		col = &c
 	}
-	from := since.Add(-b.Margin)
+	if proof.snap.Known() {
+		if f, words, ok := snapshotFilter(proof, since, col, track == "on"); ok {
+			return f, words, true, nil
+		}
+	}
+	f, words, err = s.timeFilter(since, t, col, track == "on")
+	return f, words, false, err
+}
+
+// timeFilter is the filter that chooses the rows of t committed at or
+// after since by time: the commit timestamps when the server keeps them
+// (track), the insert-time column col, or both.
+func (s *Source) timeFilter(since time.Time, t table, col *timestampColumn, track bool) (rowFilter, string, error) {
+	b := s.backfill
+	from := since.Add(-b.margin)
 	at := since.UTC().Format(time.RFC3339Nano)
 	var f rowFilter
-	if track != "on" {
+	if !track {
 		if col == nil {
 			return rowFilter{}, "", connector.Permanent(fmt.Errorf("the backfill cannot tell when the rows of %s were committed: name a column the application sets to the insert time (--timestamp-column), "+
 				"or publish every row in the table (--all; consumers drop the repeats by id); "+
@@ -289,9 +351,9 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 		}
 		f.where = col.atOrAfter(&f, from)
 		f.repeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 1 END", col.atOrAfter(&f, since))
-		f.reasons = []string{fmt.Sprintf("inserted before %s, within --margin %s of it (a row is inserted before it commits, so the time of a row's insert does not tell whether Kafka has it)", at, b.Margin)}
+		f.reasons = []string{fmt.Sprintf("inserted before %s, within --margin %s of it (a row is inserted before it commits, so the time of a row's insert does not tell whether Kafka has it)", at, b.margin)}
 		words := fmt.Sprintf("rows whose %s is at or after %s (%s before %s, as a row is inserted before it commits)",
-			col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, at)
+			col.name, from.UTC().Format(time.RFC3339Nano), b.margin, at)
 		return f, words + col.unit, nil
 	}
 	// A row whose commit time the server no longer knows (committed
@@ -307,9 +369,9 @@ func (s *Source) backfillFilter(ctx context.Context, conn *pgx.Conn, since time.
 	if col != nil {
 		unknown = col.atOrAfter(&f, from)
 		unknownRepeat = fmt.Sprintf("CASE WHEN %s THEN 0 ELSE 2 END", col.atOrAfter(&f, since))
-		unknownWhy = fmt.Sprintf("whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago) and that were inserted before %s, within --margin %s of it", at, b.Margin)
+		unknownWhy = fmt.Sprintf("whose commit time the server does not know (committed before track_commit_timestamp was on, or too long ago) and that were inserted before %s, within --margin %s of it", at, b.margin)
 		words = fmt.Sprintf("rows committed at or after %s (track_commit_timestamp; %s earlier, as commit times may be out of commit order by a little), and rows whose commit time the server does not know and whose %s is at or after %s (--margin %s before)%s",
-			since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew, col.name, from.UTC().Format(time.RFC3339Nano), b.Margin, col.unit)
+			since.Add(-commitTimeSkew).UTC().Format(time.RFC3339Nano), commitTimeSkew, col.name, from.UTC().Format(time.RFC3339Nano), b.margin, col.unit)
 	}
 	f.where += unknown + ")"
 	f.repeat = fmt.Sprintf("CASE WHEN %s IS NULL THEN %s WHEN %s <= %s THEN 1 ELSE 0 END", ts, unknownRepeat, ts, f.param(since.Format(time.RFC3339Nano), "timestamptz"))
@@ -406,7 +468,7 @@ const insertTimeDefault = `(now|clock_timestamp|statement_timestamp|transaction_
 // adviseBackfill works out which backfill flags choose the rows of a gap
 // in this relay's tables. A failure to read the catalog leaves the advice
 // general: the error it goes into matters more.
-func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
+func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn, kp *connector.Checkpoint, cause SlotLossCause) {
 	r := &s.recovery
 	var track string
 	if err := conn.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&track); err != nil {
@@ -428,12 +490,28 @@ func (s *Source) adviseBackfill(ctx context.Context, conn *pgx.Conn) {
 		r.why = "track_commit_timestamp is on, so it chooses the rows by the commit times the server kept"
 	case col != "":
 		r.flags = "--timestamp-column " + shellWord(col)
-		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event", col)
+		r.why = fmt.Sprintf("%s holds each row's insert time, and it chooses the rows inserted since --margin (5m) before the checkpoint's last event, or, when the checkpoint's transaction snapshot serves, those whose transaction had not ended when it was taken", col)
+	case s.cfg.OnSlotLoss == SlotLossFail && s.snapshotServes(ctx, conn, kp, cause):
+		// Only after the checkpoint: with recreate the relay goes on
+		// past the gap, and the backfill it prints is --since a time.
+		r.flags = ""
+		r.why = "the checkpoint carries a transaction snapshot that this server's history holds, so it chooses the rows whose transaction had not ended when the snapshot was taken"
 	default:
 		r.flags = "--all"
 		r.why = "the table has no column holding each row's insert time and the server keeps no commit times, track_commit_timestamp being off: only every row is sure to hold the gap. " +
 			"A column such as created_at timestamptz NOT NULL DEFAULT now(), or track_commit_timestamp on, lets a later backfill publish only the gap"
 	}
+}
+
+// snapshotServes reports whether the checkpoint kp's transaction snapshot
+// chooses the rows of the gap on its own here, with no time to guard it.
+func (s *Source) snapshotServes(ctx context.Context, conn *pgx.Conn, kp *connector.Checkpoint, cause SlotLossCause) bool {
+	proof, err := s.checkTxnSnapshot(ctx, conn, kp, cause)
+	if err != nil {
+		s.log.Debug("judge the checkpoint's transaction snapshot for the backfill advice", "err", err)
+		return false
+	}
+	return proof.snap.Known() && proof.history
 }
 
 // insertTimeColumn is the column every outbox table has that holds its

@@ -206,8 +206,16 @@ func (s *Source) saveLate(ctx context.Context) bool {
 	return s.pos.get().current.EndLSN != saved
 }
 
+// setCurrent makes cp the checkpoint the source knows, with the
+// transaction snapshot it carries: a slot started over after a loss
+// carries none, a backfill the one it chose its rows by.
 func (s *Source) setCurrent(cp *connector.Checkpoint) {
-	s.pos.update(func(p *positions) { p.current = cp })
+	s.pos.update(func(p *positions) {
+		p.current, p.txnSnap, p.snapWaiting = cp, connector.TxnSnapshot{}, nil
+		if cp != nil {
+			p.txnSnap = cp.TxnSnapshot
+		}
+	})
 }
 
 // key is the key the source's checkpoints are saved under.

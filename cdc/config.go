@@ -56,9 +56,10 @@ type Config struct {
 	// Default true.
 	CreatePublication *bool `yaml:"create_publication" doc:"Create the publication when it is missing."`
 	// StatusInterval is how often the confirmed position is sent to
-	// PostgreSQL; keep it well below the server's wal_sender_timeout.
-	// Default 10s.
-	StatusInterval time.Duration `yaml:"status_interval" doc:"How often the confirmed LSN is reported; keep it below wal_sender_timeout."`
+	// PostgreSQL, at least (every third of ReceiveTimeout when that is
+	// sooner), and how often a checkpoint follows the server's WAL while
+	// the outbox is idle. Default 10s.
+	StatusInterval time.Duration `yaml:"status_interval" doc:"How often, at least, the confirmed LSN is reported (every third of cdc.receive_timeout when that is sooner), and how often the checkpoint follows the server's WAL while the outbox is idle."`
 	// CheckpointInterval is how often, while the position moves, the
 	// source saves a checkpoint of what Kafka has acknowledged and then
 	// confirms it to the slot: a crash repeats only about this much.
@@ -91,11 +92,12 @@ type Config struct {
 	HeartbeatQuery string `yaml:"heartbeat_query" doc:"SQL run as written on the heartbeat's connection at every heartbeat, after its message, in one implicit transaction (Debezium's heartbeat.action.query, e.g. an INSERT into a heartbeat table): the operator's own SQL, never built from data. Needs cdc.heartbeat_interval; a failure is logged at ERROR with its SQLSTATE and tried again at the next heartbeat." default:"(none)"`
 	// ReceiveTimeout is how long the replication stream may stay silent
 	// before the source takes the connection for dead, closes it and
-	// reconnects. Every status update asks the server for an answer, so a
-	// live server speaks at least once per StatusInterval; it must be
-	// longer than that. Default 30s, or three status intervals if that is
-	// longer.
-	ReceiveTimeout time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened; each status update asks the server to answer, so it must exceed cdc.status_interval. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon." default:"30s (at least 3 × cdc.status_interval)"`
+	// reconnects. The source speaks to the server, asking for an answer,
+	// every third of it at least (more often than StatusInterval when
+	// that is longer), so a live server is never silent that long, idle
+	// or busy: a busy walsender answers between the changes it decodes.
+	// It is also the session's wal_sender_timeout. Default 8s.
+	ReceiveTimeout time.Duration `yaml:"receive_timeout" doc:"Silence on the replication stream after which the connection is taken for dead, closed and reopened. The relay asks the server to answer at every status update, and at least every third of this timeout, so a live server, idle or busy, speaks well within it. The relay sets its replication session's wal_sender_timeout to it (PostgreSQL 12+), so the server gives up on a dead session as soon. At least 1s."`
 	// OnSlotLoss is what the source does when its slot cannot carry on
 	// from its checkpoint: the slot is gone, invalidated (wal_status
 	// lost), ahead of the checkpoint (advanced, or dropped and created
@@ -117,7 +119,7 @@ type Config struct {
 	// slot once the server has heard nothing from its client for this
 	// long (pg_stat_replication.reply_time), rather than wait for the
 	// server's wal_sender_timeout. 0: off.
-	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice cdc.status_interval." default:"0s (off)"`
+	TakeoverAfter time.Duration `yaml:"takeover_after" doc:"A standby ends the session holding the slot once the server has heard nothing from its client for this long (pg_stat_replication.reply_time), instead of waiting for the server's wal_sender_timeout; the role must be allowed to end it (the same role, or pg_signal_backend). 0 turns it off; otherwise longer than twice how often the relay speaks to the server (cdc.status_interval, or a third of cdc.receive_timeout when sooner)." default:"0s (off)"`
 	// FailoverSlot creates the slot as a failover slot, which a promoted
 	// standby keeps (PostgreSQL 17 and later, with sync_replication_slots
 	// on the standby; with synchronized_standby_slots on the primary, the
@@ -184,7 +186,7 @@ func (c *Config) SetDefaults() {
 		c.CheckpointInterval = 200 * time.Millisecond
 	}
 	if c.ReceiveTimeout == 0 {
-		c.ReceiveTimeout = max(30*time.Second, 3*c.StatusInterval)
+		c.ReceiveTimeout = DefaultReceiveTimeout
 	}
 	c.Network.SetDefaults()
 	if c.OnSlotLoss == "" {
@@ -203,6 +205,18 @@ func (c *Config) SetDefaults() {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = 1 << 20
 	}
+}
+
+// DefaultReceiveTimeout is Config.ReceiveTimeout's default: a dead
+// replication connection is noticed within it.
+const DefaultReceiveTimeout = 8 * time.Second
+
+// speakEvery is how often the stream sends a status update, asking the
+// server to answer: every status interval, or every third of the receive
+// timeout when that is sooner, so that a live server's answers and the
+// relay's own updates come well within both sides' timeouts.
+func (c *Config) speakEvery() time.Duration {
+	return min(c.StatusInterval, (c.ReceiveTimeout / 3).Truncate(time.Millisecond))
 }
 
 // slotName is what PostgreSQL accepts as a replication slot name.
@@ -229,8 +243,8 @@ func (c *Config) Validate() error {
 	if c.CheckpointInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.checkpoint_interval: %s is negative", c.CheckpointInterval))
 	}
-	if c.ReceiveTimeout <= c.StatusInterval {
-		errs = append(errs, fmt.Errorf("cdc.receive_timeout (%s) must be longer than cdc.status_interval (%s): a live server is only sure to speak once per status interval", c.ReceiveTimeout, c.StatusInterval))
+	if c.ReceiveTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("cdc.receive_timeout (%s) must be at least 1s: the relay asks the server to answer every third of it, and a server busy decoding answers between changes, not at once", c.ReceiveTimeout))
 	}
 	if err := c.Network.Validate(); err != nil {
 		errs = append(errs, err)
@@ -244,8 +258,8 @@ func (c *Config) Validate() error {
 	if c.OnUpdate != UpdateSkip && c.OnUpdate != UpdateFail {
 		errs = append(errs, fmt.Errorf("cdc.on_update: %q is neither %q nor %q", c.OnUpdate, UpdateSkip, UpdateFail))
 	}
-	if c.TakeoverAfter < 0 || (c.TakeoverAfter > 0 && c.TakeoverAfter <= 2*c.StatusInterval) {
-		errs = append(errs, fmt.Errorf("cdc.takeover_after (%s) must be 0 (off) or longer than twice cdc.status_interval (%s): a live relay answers the server only once per status interval", c.TakeoverAfter, c.StatusInterval))
+	if c.TakeoverAfter < 0 || (c.TakeoverAfter > 0 && c.TakeoverAfter <= 2*c.speakEvery()) {
+		errs = append(errs, fmt.Errorf("cdc.takeover_after (%s) must be 0 (off) or longer than twice %s, how often a live relay speaks to the server (cdc.status_interval, or a third of cdc.receive_timeout when that is shorter)", c.TakeoverAfter, c.speakEvery()))
 	}
 	if c.HeartbeatInterval < 0 {
 		errs = append(errs, fmt.Errorf("cdc.heartbeat_interval: %s is negative; use 0 to turn the heartbeat off", c.HeartbeatInterval))

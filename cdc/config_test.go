@@ -16,16 +16,21 @@ func TestConfigReceiveTimeout(t *testing.T) {
 		want    time.Duration // the receive timeout after defaults
 		wantErr []string      // substrings of the error; none: valid
 	}{
-		{"default", Config{}, 30 * time.Second, nil},
-		{"three slow status intervals", Config{StatusInterval: 20 * time.Second}, 60 * time.Second, nil},
+		{"default", Config{}, 8 * time.Second, nil},
+		// The stream speaks every third of the receive timeout when the
+		// status interval is longer.
+		{"slow status intervals", Config{StatusInterval: 20 * time.Second}, 8 * time.Second, nil},
 		{"set", Config{StatusInterval: 500 * time.Millisecond, ReceiveTimeout: 2 * time.Second}, 2 * time.Second, nil},
-		{"not above the status interval", Config{StatusInterval: 10 * time.Second, ReceiveTimeout: 10 * time.Second}, 10 * time.Second,
-			[]string{"cdc.receive_timeout (10s) must be longer than cdc.status_interval (10s)"}},
-		{"heartbeat query without a heartbeat", Config{HeartbeatQuery: "SELECT 1"}, 30 * time.Second,
+		{"shorter than the status interval", Config{StatusInterval: 10 * time.Second, ReceiveTimeout: 5 * time.Second}, 5 * time.Second, nil},
+		{"under a second", Config{ReceiveTimeout: 900 * time.Millisecond}, 900 * time.Millisecond,
+			[]string{"cdc.receive_timeout (900ms) must be at least 1s"}},
+		{"takeover within two of the relay's updates", Config{TakeoverAfter: 5 * time.Second}, 8 * time.Second,
+			[]string{"cdc.takeover_after (5s) must be 0 (off) or longer than twice 2.666s"}},
+		{"heartbeat query without a heartbeat", Config{HeartbeatQuery: "SELECT 1"}, 8 * time.Second,
 			[]string{"cdc.heartbeat_query is set but cdc.heartbeat_interval is 0"}},
-		{"heartbeat query", Config{HeartbeatQuery: "SELECT 1", HeartbeatInterval: time.Second}, 30 * time.Second, nil},
-		{"every problem at once", Config{ReceiveTimeout: 5 * time.Second, Network: pgsql.Network{Keepalive: -time.Second}}, 5 * time.Second,
-			[]string{"cdc.receive_timeout (5s) must be longer than cdc.status_interval (10s)", "postgres.keepalive: -1s is negative"}},
+		{"heartbeat query", Config{HeartbeatQuery: "SELECT 1", HeartbeatInterval: time.Second}, 8 * time.Second, nil},
+		{"every problem at once", Config{ReceiveTimeout: 500 * time.Millisecond, Network: pgsql.Network{Keepalive: -time.Second}}, 500 * time.Millisecond,
+			[]string{"cdc.receive_timeout (500ms) must be at least 1s", "postgres.keepalive: -1s is negative"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.cfg

@@ -27,7 +27,8 @@ import (
 // Beside them it keeps what a checkpoint is built from: the last
 // transaction with events Kafka acknowledged (its commit time and last
 // event id), the last transaction the slot sent whose end Kafka has
-// (lastTxn, the proof of the history, history.go), the checkpoint saved or
+// (lastTxn, the proof of the history, history.go), the transaction
+// snapshots of the database (txnsnapshot.go), the checkpoint saved or
 // loaded and the one being saved, and the event counts.
 //
 // Its methods are the decisions about positions: what the slot may be
@@ -48,6 +49,12 @@ type positions struct {
 	current *connector.Checkpoint
 	// saving is the checkpoint the store is saving (saver); nil: none.
 	saving *connector.Checkpoint
+	// txnSnap is the transaction snapshot the checkpoints carry, whose
+	// every transaction Kafka has; snapWaiting, when not nil, the one
+	// taken since, which a checkpoint carries once it reaches its LSN
+	// (txnsnapshot.go).
+	txnSnap     connector.TxnSnapshot
+	snapWaiting *connector.TxnSnapshot
 	// events counts the events Kafka acknowledged for this process;
 	// eventsBase the events the checkpoint counted before. handed counts
 	// the events handed on, up to the last complete transaction handed on
@@ -116,7 +123,45 @@ func (p *positions) committed(end pglogrepl.LSN, cp *connector.Checkpoint) {
 	p.saved = max(p.saved, end)
 	if cp != nil {
 		p.current = cp
+		p.carried(*cp)
 	}
+}
+
+// snapshotAt is the transaction snapshot a checkpoint at lsn carries: the
+// one waiting once lsn has reached it (and no snapshot of the table is
+// under way, whose rows Kafka may not have yet), else the one carried so
+// far, if lsn is past it.
+func (p positions) snapshotAt(lsn pglogrepl.LSN) connector.TxnSnapshot {
+	if w := p.snapWaiting; w != nil && pglogrepl.LSN(w.LSN) <= lsn && !p.snapshotPending {
+		return *w
+	}
+	if p.txnSnap.Known() && pglogrepl.LSN(p.txnSnap.LSN) <= lsn {
+		return p.txnSnap
+	}
+	return connector.TxnSnapshot{}
+}
+
+// carried records the transaction snapshot a stored or committed
+// checkpoint carries; the one waiting is done with once the checkpoint
+// carries it.
+func (p *positions) carried(cp connector.Checkpoint) {
+	if cp.TxnSnapshot.Known() {
+		p.txnSnap = cp.TxnSnapshot
+	}
+	if w := p.snapWaiting; w != nil && cp.TxnSnapshot == *w {
+		p.snapWaiting = nil
+	}
+}
+
+// snapshotTaken records a transaction snapshot just taken, to wait for a
+// checkpoint past it, and reports whether it did: only one waits at a
+// time, so that a checkpoint that lags never waits for the newest.
+func (p *positions) snapshotTaken(snap connector.TxnSnapshot) bool {
+	if p.snapWaiting != nil {
+		return false
+	}
+	p.snapWaiting = &snap
+	return true
 }
 
 // idle reports whether nothing handed on is still waiting for Kafka.
@@ -205,6 +250,7 @@ func (p *positions) load(cp connector.Checkpoint, own bool) {
 		p.advance(pglogrepl.LSN(cp.EndLSN))
 		p.saved = pglogrepl.LSN(cp.EndLSN)
 		p.loadTxn(cp)
+		p.txnSnap = cp.TxnSnapshot
 	}
 }
 
@@ -217,6 +263,7 @@ func (p *positions) takeOver(cp connector.Checkpoint, key connector.CheckpointKe
 	p.current = &cp
 	p.eventsBase = cp.Events - p.events
 	p.loadTxn(cp)
+	p.txnSnap, p.snapWaiting = cp.TxnSnapshot, nil
 	p.advance(pglogrepl.LSN(cp.EndLSN))
 	p.saved = max(p.saved, pglogrepl.LSN(cp.EndLSN))
 	return true
@@ -284,6 +331,7 @@ func (p positions) toSave(id checkpointIdentity, now time.Time) (connector.Check
 	if p.lastTxn != nil {
 		cp.LastTxn = *p.lastTxn
 	}
+	cp.TxnSnapshot = p.snapshotAt(lsn)
 	return cp, true
 }
 
@@ -292,6 +340,7 @@ func (p *positions) stored(cp connector.Checkpoint, now time.Time) {
 	p.current = &cp
 	p.saved = pglogrepl.LSN(cp.EndLSN)
 	p.lastSave = now
+	p.carried(cp)
 }
 
 // saveDue reports whether the store's saver should save now, when no save
@@ -378,6 +427,9 @@ func (p positions) mark(id checkpointIdentity, txn *ackedTxn, events int64, pend
 	}
 	if txn.proof != nil && txn.proof.EndLSN <= uint64(txn.end) {
 		cp.LastTxn = *txn.proof
+	}
+	if !pending {
+		cp.TxnSnapshot = p.snapshotAt(txn.end)
 	}
 	return cp
 }

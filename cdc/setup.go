@@ -323,7 +323,7 @@ func (s *Source) ensureSlot(ctx context.Context, conn *pgx.Conn, history *histor
 	if (cause == CauseDropped || cause == CauseInvalidated) && s.saveLate(ctx) {
 		kp = s.pos.get().current
 	}
-	s.adviseBackfill(ctx, conn) // backfill.go: the command the error names
+	s.adviseBackfill(ctx, conn, kp, cause) // backfill.go: the command the error names
 	if err := s.reportLoss(slot, kp, cause); err != nil {
 		return slotPosition{}, err
 	}
@@ -360,12 +360,12 @@ func (s *Source) judge(slot slotState, history *historyFinding) (verdict, SlotLo
 // readSlot reads the slot's state, and refuses a slot that is not a
 // pgoutput slot of this database.
 func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error) {
-	var plugin, database, walStatus, wal string
+	var plugin, database, walStatus, wal, reason string
 	var confirmed *string
 	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, coalesce(wal_status, ''),
-			coalesce(`+pgsql.WALEnd+`::text, '0/0')
+			coalesce(`+pgsql.WALEnd+`::text, '0/0'), `+invalidationSQL(serverVersion(conn.PgConn()))+`
 		FROM pg_replication_slots WHERE slot_name = $1`,
-		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus, &wal)
+		s.cfg.Slot).Scan(&plugin, &database, &confirmed, &walStatus, &wal, &reason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return slotState{}, nil
 	}
@@ -378,7 +378,7 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn) (slotState, error
 	if database != conn.Config().Database {
 		return slotState{}, connector.Permanent(fmt.Errorf("replication slot %q belongs to database %q, not %q: use another cdc.slot", s.cfg.Slot, database, conn.Config().Database))
 	}
-	st := slotState{exists: true, lost: walStatus == "lost"}
+	st := slotState{exists: true, lost: walStatus == "lost" || reason != "", invalidation: reason}
 	if st.wal, err = pglogrepl.ParseLSN(wal); err != nil {
 		return slotState{}, fmt.Errorf("the server's WAL position %q: %w", wal, err)
 	}

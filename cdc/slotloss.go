@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -56,7 +57,11 @@ var SlotLossCauses = []SlotLossCause{CauseDropped, CauseInvalidated, CauseAhead,
 type SlotLostError struct {
 	Slot  string
 	Cause SlotLossCause
-	msg   string
+	// InvalidationReason is why PostgreSQL invalidated the slot
+	// (wal_removed, idle_timeout, rows_removed, wal_level_insufficient),
+	// with CauseInvalidated; "" when it did not or does not say.
+	InvalidationReason string
+	msg                string
 }
 
 func (e *SlotLostError) Error() string { return e.msg }
@@ -66,6 +71,9 @@ type slotState struct {
 	exists    bool
 	confirmed pglogrepl.LSN
 	lost      bool // wal_status lost
+	// invalidation is why the server invalidated it, as PostgreSQL says
+	// (invalidation.go); "" when not known.
+	invalidation string
 	// wal is where the server's WAL ends now; 0 when not known.
 	wal pglogrepl.LSN
 	// historyDiffers: replayed up to the checkpoint, the slot sent what
@@ -125,8 +133,8 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 	var what, why string
 	switch cause {
 	case CauseInvalidated:
-		what = fmt.Sprintf("replication slot %q is invalidated (wal_status lost)", name)
-		why = "the server removed WAL the slot still needed, because the slot held back more than max_slot_wal_keep_size"
+		what = fmt.Sprintf("replication slot %q is invalidated (invalidation_reason %s)", name, cmp.Or(slot.invalidation, "unknown"))
+		why = invalidationWhy(slot.invalidation)
 	case CauseAhead:
 		what = fmt.Sprintf("replication slot %q is at %s, ahead of the checkpoint", name, slot.confirmed)
 		why = "the relay never confirms past its checkpoint, so someone else moved the slot (pg_replication_slot_advance, another consumer of it) or dropped it and created it again later"
@@ -153,6 +161,9 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 	}
 	msg := fmt.Sprintf("%s: %s; events committed %s may never reach Kafka", what, why, since)
 	attrs := []any{"slot", name, "cause", string(cause)}
+	if cause == CauseInvalidated {
+		attrs = append(attrs, "invalidation_reason", slot.invalidation)
+	}
 	if known != nil {
 		attrs = append(attrs, "checkpoint_lsn", pglogrepl.LSN(known.EndLSN).String(), "checkpoint_commit_time", known.CommitTime)
 	}
@@ -166,7 +177,7 @@ func (s *Source) reportLoss(slot slotState, known *connector.Checkpoint, cause S
 			" (their id headers let consumers drop repeats; see docs/runbooks.md#outboxrelayslotlost)", attrs...)
 		return nil
 	}
-	err := &SlotLostError{Slot: name, Cause: cause, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
+	err := &SlotLostError{Slot: name, Cause: cause, InvalidationReason: slot.invalidation, msg: fmt.Sprintf("%s. The relay stops rather than go on past the gap (cdc.on_slot_loss: fail); it creates no slot. "+
 		"To go on: stop the relay and run %s, which publishes the outbox rows of the gap that the table still holds "+
 		"(their id headers let consumers drop repeats) and leaves the slot and checkpoint where the relay carries on, then start the relay; "+
 		"or, to go on past the gap without them, start once with cdc.on_slot_loss: recreate. See docs/runbooks.md#outboxrelayslotlost", msg, s.backfillCommand("--after-checkpoint"))}

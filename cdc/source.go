@@ -47,6 +47,11 @@ type Source struct {
 	// checkpoint the source keeps, when it makes the slot lost
 	// (foreign.go); nil otherwise.
 	foreign *ForeignFinding
+	// handed counts the batches on their way to Kafka, and drainTimeout
+	// bounds the wait for them when the slot is lost under the stream
+	// (lostslot.go).
+	handed       handedOn
+	drainTimeout time.Duration
 }
 
 var _ connector.Source = (*Source)(nil)
@@ -108,9 +113,10 @@ func (s *Source) Run(ctx context.Context, out chan<- connector.Batch) error {
 		return err
 	}
 	defer pgsql.Close(ctx, conn)
-	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()              // heartbeat.go
-	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)() // cleanup.go
-	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                    // patterns.go
+	defer background(ctx, s.cfg.HeartbeatInterval > 0, s.heartbeat)()                        // heartbeat.go
+	defer background(ctx, s.cfg.Cleanup.Enabled && s.backfill == nil, s.cleanup)()           // cleanup.go
+	defer background(ctx, len(s.patterns) > 0, s.watchTables)()                              // patterns.go
+	defer background(ctx, s.backfill == nil && !s.server.onHotStandby, s.takeTxnSnapshots)() // txnsnapshot.go
 	s.log.Info("replication started", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", start)
 	s.wait.set(stateStreaming)
 	return s.streamFrom(ctx, conn, out, start)
@@ -159,6 +165,7 @@ func (s *Source) streamFrom(ctx context.Context, conn *pgconn.PgConn, out chan<-
 	s.pos.update(func(p *positions) { p.startStream(start, time.Now()) })
 	st := &stream{src: s, conn: conn, out: out, rels: pgoutput.Relations{}, saver: s.newSaver(ctx)}
 	err := st.run(ctx)
+	s.drainIfLost(ctx, err) // lostslot.go
 	st.saver.halt()
 	var cpErr *checkpointError
 	if !errors.As(err, &cpErr) {

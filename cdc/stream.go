@@ -111,8 +111,17 @@ type schedule struct {
 	heard time.Time
 	// deadline is the read deadline set on the connection.
 	deadline time.Time
+	// lastLook, once the receive timeout has passed, is until when the
+	// stream still reads before it takes the connection for dead: a relay
+	// that was itself held up (a stall, a starved CPU) looks once more at
+	// what has arrived meanwhile before it blames the server.
+	lastLook time.Time
 	timer    *time.Timer // the wait for the runner's, reused
 }
+
+// hear records that the server spoke at now, or that the stream was busy
+// handing on and not reading until then.
+func (c *schedule) hear(now time.Time) { c.heard, c.lastLook = now, time.Time{} }
 
 // warnedAt is when a skipped change (decode.go) and a skipped logical
 // decoding message (message.go) were last logged.
@@ -123,7 +132,7 @@ type warnedAt struct{ skip, message time.Time }
 // the next thing falls due, and takes what arrives.
 func (st *stream) run(ctx context.Context) error {
 	now := time.Now()
-	st.clock.nextStatus, st.clock.heard = now.Add(st.src.cfg.StatusInterval), now
+	st.clock.nextStatus, st.clock.heard = now.Add(st.src.cfg.speakEvery()), now
 	defer st.interruptOnCancel(ctx)()
 	for {
 		now := time.Now()
@@ -146,7 +155,7 @@ func (st *stream) run(ctx context.Context) error {
 			}
 			continue
 		}
-		st.clock.heard = time.Now()
+		st.clock.hear(time.Now())
 		if err := st.take(ctx, msg); err != nil {
 			return err
 		}
@@ -231,8 +240,12 @@ func (st *stream) nextWake(pos positions) time.Time {
 func (st *stream) setDeadline(now time.Time, pos positions) error {
 	c := &st.clock
 	deadline := st.nextWake(pos)
-	if d := c.heard.Add(st.src.cfg.ReceiveTimeout); d.Before(deadline) {
-		deadline = d
+	silence := c.heard.Add(st.src.cfg.ReceiveTimeout)
+	if c.lastLook.After(silence) {
+		silence = c.lastLook
+	}
+	if silence.Before(deadline) {
+		deadline = silence
 	}
 	deadline = st.readDeadline(now, deadline, c.deadline) // coalesce.go
 	if deadline.Equal(c.deadline) {
@@ -260,7 +273,12 @@ func (st *stream) receiveFailed(ctx context.Context, err error) error {
 		return err
 	}
 	timeout := st.src.cfg.ReceiveTimeout
-	if silent := time.Since(st.clock.heard); silent >= timeout {
+	silent := time.Since(st.clock.heard)
+	if silent >= timeout && st.clock.lastLook.IsZero() {
+		st.clock.lastLook = time.Now().Add(lastLookFor(timeout))
+		return nil
+	}
+	if silent >= timeout && !time.Now().Before(st.clock.lastLook) {
 		st.src.log.Warn("the replication connection is dead: PostgreSQL has not answered for longer than cdc.receive_timeout; closing it and reconnecting",
 			"slot", st.src.cfg.Slot, "silent_for", silent.Round(time.Millisecond).String(), "receive_timeout", timeout.String(),
 			"confirmed_lsn", st.src.ConfirmedLSN())
@@ -268,6 +286,10 @@ func (st *stream) receiveFailed(ctx context.Context, err error) error {
 	}
 	return nil
 }
+
+// lastLookFor is how long the stream reads on once the receive timeout
+// has passed, before it takes the connection for dead.
+func lastLookFor(timeout time.Duration) time.Duration { return min(500*time.Millisecond, timeout/10) }
 
 // take takes a message the server sent.
 func (st *stream) take(ctx context.Context, msg pgproto3.BackendMessage) error {
@@ -329,13 +351,17 @@ func (st *stream) pass(end pglogrepl.LSN, proof *connector.CheckpointTxn) bool {
 // runner, with a checkpoint for them (exactly once, txn.go) and their
 // Done, either of which may be nil; the rest stay in the batch.
 func (st *stream) emitWith(ctx context.Context, n, bytes int, mark func() (*connector.Message, error), done func(error)) error {
-	b := connector.Batch{Events: st.batch.take(n, bytes), Done: done, Checkpoint: mark}
+	b := connector.Batch{Events: st.batch.take(n, bytes), Done: st.src.handed.track(done), Checkpoint: mark}
 	select {
 	case st.out <- b:
 		return nil
 	default:
 	}
-	return st.awaitRunner(ctx, b)
+	err := st.awaitRunner(ctx, b)
+	if err != nil && b.Done != nil {
+		st.src.handed.untrack()
+	}
+	return err
 }
 
 // awaitRunner hands b on once the runner takes it. While the runner is
@@ -354,7 +380,7 @@ func (st *stream) awaitRunner(ctx context.Context, b connector.Batch) error {
 		select {
 		case st.out <- b:
 			c.timer.Stop()
-			c.heard = time.Now()
+			c.hear(time.Now())
 			return nil
 		case <-c.timer.C:
 			if _, err := st.keepUp(ctx, time.Now()); err != nil {
@@ -412,7 +438,7 @@ func (st *stream) finish(ctx context.Context) error {
 // after it. With reply, it asks the server to answer at once (with a
 // keepalive), which is what bounds a live server's silence.
 func (st *stream) sendStatus(ctx context.Context, reply bool) error {
-	st.clock.nextStatus = time.Now().Add(st.src.cfg.StatusInterval)
+	st.clock.nextStatus = time.Now().Add(st.src.cfg.speakEvery())
 	return st.report(ctx, reply)
 }
 

@@ -13,9 +13,9 @@ import (
 )
 
 // CheckpointVersion is the version of the checkpoint value this build
-// writes, and the newest it can read. Version 2 added last_txn; a version 1
-// record reads as one without it.
-const CheckpointVersion = 2
+// writes, and the newest it can read. Version 2 added last_txn, version 3
+// txn_snapshot; an older record reads as one without them.
+const CheckpointVersion = 3
 
 // CheckpointKey names one relay: the PostgreSQL cluster (its
 // system_identifier, from IDENTIFY_SYSTEM or pg_control_system()), the
@@ -87,6 +87,11 @@ type Checkpoint struct {
 	// history up to EndLSN is the one the relay read; zero when not
 	// known (a version 1 checkpoint).
 	LastTxn CheckpointTxn
+	// TxnSnapshot is a transaction snapshot of the database whose every
+	// transaction Kafka has: what a backfill after a loss need not
+	// publish again. Zero when none was taken (before version 3, a
+	// standby, a relay just started).
+	TxnSnapshot TxnSnapshot
 }
 
 // CheckpointTxn is the last transaction the relay received from the slot
@@ -115,6 +120,37 @@ type CheckpointTxn struct {
 
 // Known reports whether t holds a proof at all.
 func (t CheckpointTxn) Known() bool { return t.EndLSN != 0 }
+
+// TxnSnapshot is what a transaction snapshot of the database
+// (pg_current_snapshot()) proves once a checkpoint reaches LSN: every
+// transaction whose id is below Xmin had ended when it was taken, so its
+// commit record ends before LSN, the WAL position read after it, and Kafka
+// has its events. A row whose xmin, widened to 64 bits, is below Xmin is
+// in Kafka; one at or above it may not be. Xmin, not the in-progress list,
+// is the bound because a row written in a subtransaction carries the
+// subtransaction's id, which that list leaves out.
+//
+// The proof holds on the server's history up to LSN: on the timeline it
+// was taken on, or a later one that branched off after LSN (a promoted
+// standby, a point-in-time recovery), and only while the same server
+// process runs (ServerStart), since a server restored from a copy on the
+// same timeline hands out the same ids again.
+type TxnSnapshot struct {
+	// Xmin and Xmax are the snapshot's bounds as 64-bit transaction ids
+	// (xid8: epoch and id).
+	Xmin, Xmax uint64
+	// LSN is the server's WAL insert position read after the snapshot.
+	LSN uint64
+	// Timeline is the timeline LSN is on.
+	Timeline int32
+	// Taken is the server's clock just after the snapshot; ServerStart
+	// the start of the server process that took it
+	// (pg_postmaster_start_time()).
+	Taken, ServerStart time.Time
+}
+
+// Known reports whether s holds a snapshot at all.
+func (s TxnSnapshot) Known() bool { return s.LSN != 0 }
 
 // CheckpointStore keeps the latest [Checkpoint] of a relay outside
 // PostgreSQL, so that a lost, dropped or replaced replication slot can be
@@ -193,6 +229,19 @@ type checkpointJSON struct {
 	SnapshotPending bool `json:"snapshot_pending,omitempty"`
 	// LastTxn (version 2) is left out when not known.
 	LastTxn *txnJSON `json:"last_txn,omitempty"`
+	// TxnSnapshot (version 3) is left out when none was taken.
+	TxnSnapshot *txnSnapshotJSON `json:"txn_snapshot,omitempty"`
+}
+
+// txnSnapshotJSON writes the ids as decimal strings, as PostgreSQL writes
+// xid8: a JSON number above 2^53 is not exact in every reader.
+type txnSnapshotJSON struct {
+	Xmin        string    `json:"xmin"`
+	Xmax        string    `json:"xmax"`
+	LSN         string    `json:"lsn"`
+	Timeline    int32     `json:"timeline"`
+	Taken       time.Time `json:"taken"`
+	ServerStart time.Time `json:"server_start"`
 }
 
 type txnJSON struct {
@@ -235,6 +284,13 @@ func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
 			last.CommitLSN, last.CommitTime = FormatLSN(t.CommitLSN), &ct
 		}
 	}
+	var snap *txnSnapshotJSON
+	if t := cp.TxnSnapshot; t.Known() {
+		snap = &txnSnapshotJSON{
+			Xmin: strconv.FormatUint(t.Xmin, 10), Xmax: strconv.FormatUint(t.Xmax, 10),
+			LSN: FormatLSN(t.LSN), Timeline: t.Timeline, Taken: t.Taken.UTC(), ServerStart: t.ServerStart.UTC(),
+		}
+	}
 	return json.Marshal(checkpointJSON{
 		Version:      CheckpointVersion,
 		SystemID:     cp.Key.SystemID,
@@ -250,6 +306,7 @@ func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
 
 		SnapshotPending: cp.SnapshotPending,
 		LastTxn:         last,
+		TxnSnapshot:     snap,
 	})
 }
 
@@ -303,6 +360,15 @@ func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
 			return bad("last_txn: %v", err)
 		}
 	}
+	var snap TxnSnapshot
+	if t := j.TxnSnapshot; t != nil {
+		if j.Version < 3 {
+			return bad("version %d has no txn_snapshot; the record was altered", j.Version)
+		}
+		if snap, err = decodeTxnSnapshot(t, lsn); err != nil {
+			return bad("txn_snapshot: %v", err)
+		}
+	}
 	return Checkpoint{
 		Key:          got,
 		EndLSN:       lsn,
@@ -315,7 +381,38 @@ func DecodeCheckpoint(want CheckpointKey, value []byte) (Checkpoint, error) {
 
 		SnapshotPending: j.SnapshotPending,
 		LastTxn:         last,
+		TxnSnapshot:     snap,
 	}, nil
+}
+
+// decodeTxnSnapshot reads a txn_snapshot, which a checkpoint carries only
+// once its end_lsn has passed the snapshot's position.
+func decodeTxnSnapshot(t *txnSnapshotJSON, end uint64) (TxnSnapshot, error) {
+	var s TxnSnapshot
+	var err error
+	if s.Xmin, err = strconv.ParseUint(t.Xmin, 10, 64); err != nil {
+		return TxnSnapshot{}, fmt.Errorf("xmin %q: %w", t.Xmin, err)
+	}
+	if s.Xmax, err = strconv.ParseUint(t.Xmax, 10, 64); err != nil {
+		return TxnSnapshot{}, fmt.Errorf("xmax %q: %w", t.Xmax, err)
+	}
+	if s.LSN, err = ParseLSN(t.LSN); err != nil {
+		return TxnSnapshot{}, fmt.Errorf("lsn: %w", err)
+	}
+	s.Timeline, s.Taken, s.ServerStart = t.Timeline, t.Taken, t.ServerStart
+	switch {
+	case s.LSN == 0:
+		return TxnSnapshot{}, errors.New("lsn 0/0 is not a position")
+	case s.LSN > end:
+		return TxnSnapshot{}, fmt.Errorf("lsn %s is after the checkpoint's %s", t.LSN, FormatLSN(end))
+	case s.Xmin == 0 || s.Xmin > s.Xmax:
+		return TxnSnapshot{}, fmt.Errorf("xmin %d and xmax %d are not a snapshot's bounds", s.Xmin, s.Xmax)
+	case s.Timeline < 1:
+		return TxnSnapshot{}, fmt.Errorf("timeline %d is not a timeline", s.Timeline)
+	case s.Taken.IsZero() || s.ServerStart.IsZero():
+		return TxnSnapshot{}, errors.New("taken or server_start is missing")
+	}
+	return s, nil
 }
 
 // decodeTxn reads a last_txn that must end at or before the checkpoint's

@@ -193,7 +193,11 @@ func TestCDCSlotInvalidated(t *testing.T) {
 	if !connector.IsPermanent(err) {
 		t.Fatalf("relay stopped with %v; want a permanent error about the invalidated slot", err)
 	}
-	for _, want := range []string{`replication slot "` + slot + `" is invalidated`, "max_slot_wal_keep_size", "may never reach Kafka"} {
+	var lost *cdc.SlotLostError
+	if !errors.As(err, &lost) || lost.InvalidationReason != cdc.InvalidationWALRemoved {
+		t.Errorf("relay stopped with %#v; want a lost slot whose invalidation reason is wal_removed", err)
+	}
+	for _, want := range []string{`replication slot "` + slot + `" is invalidated (invalidation_reason wal_removed)`, "max_slot_wal_keep_size", "may never reach Kafka"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)
 		}
@@ -217,5 +221,71 @@ func TestCDCSlotInvalidated(t *testing.T) {
 	c.check(t, rows, partitions)
 	if n := src.SlotLosses(); n != 1 {
 		t.Errorf("SlotLosses = %d, want 1", n)
+	}
+}
+
+// TestCDCSlotIdleTimeout: PostgreSQL 18 invalidates a slot nobody read for
+// idle_replication_slot_timeout, at a checkpoint. The relay, started
+// after, stops with an error that names the cause PostgreSQL gives
+// (idle_timeout) and the setting, in the error and in the log line.
+func TestCDCSlotIdleTimeout(t *testing.T) {
+	ctx := context.Background()
+	// The shared server says the version: an older one would not start
+	// with the setting.
+	if major := serverMajor(ctx, t, testenv.Postgres(t)); major < 18 {
+		t.Skipf("idle_replication_slot_timeout needs PostgreSQL 18; the servers here are %d (set OUTBOXRELAY_TEST_PG=18)", major)
+	}
+	// A checkpoint after the timeout invalidates the slot.
+	srv := testenv.PostgresServerWith(t, map[string]string{"idle_replication_slot_timeout": "1s"})
+	url, err := srv.CreateDatabase(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := connectPool(t, url)
+	createOutbox(t, pool, "outbox")
+	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
+	const slot = "idle_slot"
+	cfg := cdc.Config{URL: url, Table: "public.outbox", Slot: slot, Publication: slot, StatusInterval: 100 * time.Millisecond}
+	r := startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
+	waitSlotActive(ctx, t, pool, slot)
+	r.stop(t)
+	waitSlotReleased(ctx, t, pool, slot)
+
+	for deadline := time.Now().Add(time.Minute); ; {
+		// The server looks for idle slots at a checkpoint.
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+		var reason string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(invalidation_reason, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason == cdc.InvalidationIdleTimeout {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot's invalidation_reason is %q a minute after the relay stopped, with idle_replication_slot_timeout 1s", reason)
+		}
+	}
+
+	var logs syncBuffer
+	src, err := cdc.New(cfg, cdc.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = startRelay(t, src, brokers, connector.RunnerConfig{}, sink.Config{})
+	err = r.wait(t, time.Minute)
+	var lost *cdc.SlotLostError
+	if !errors.As(err, &lost) || lost.Cause != cdc.CauseInvalidated || lost.InvalidationReason != cdc.InvalidationIdleTimeout {
+		t.Fatalf("relay stopped with %v; want a lost slot, invalidated, for idle_timeout", err)
+	}
+	for _, want := range []string{`replication slot "` + slot + `" is invalidated (invalidation_reason idle_timeout)`, "idle_replication_slot_timeout", "may never reach Kafka"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if !strings.Contains(logs.String(), `"invalidation_reason":"idle_timeout"`) {
+		t.Errorf("the log line of the loss has no invalidation_reason idle_timeout:\n%s", logs.String())
 	}
 }

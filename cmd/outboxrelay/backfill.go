@@ -47,7 +47,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	since := fs.String("since", "", "rows committed at or after this time (RFC 3339, e.g. 2026-11-25T10:00:00Z)")
 	all := fs.Bool("all", false, "every row in the table")
 	column := fs.String("timestamp-column", "", "column holding each row's insert time (timestamptz, timestamp or bigint milliseconds); default routing.timestamp_column")
-	margin := fs.Duration("margin", cdc.DefaultBackfillMargin, "how far before the time --timestamp-column is read from, as a row is inserted before it commits (unused for rows whose commit time the server keeps)")
+	margin := fs.Duration("margin", cdc.DefaultBackfillMargin, "how far before the time --timestamp-column is read from, as a row is inserted before it commits; 0s for none (unused for rows whose commit time the server keeps)")
 	if err := parseFlags(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		printUsage(fs, stderr)
 		return usageError{fmt.Errorf("%s: "+format, append([]any{fs.Name()}, args...)...)}
 	}
-	b := cdc.Backfill{All: *all, Margin: *margin}
+	b := cdc.Backfill{All: *all, Margin: margin}
 	chosen := 0
 	for _, set := range []bool{*after, *since != "", *all} {
 		if set {

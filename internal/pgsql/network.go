@@ -15,18 +15,25 @@ import (
 // unanswered before the relay gives up on it. A NAT gateway, firewall or
 // load balancer that forgets a flow sends no FIN and no RST: without these
 // bounds the kernel keeps such a socket for hours (two of them before the
-// first keepalive probe), and the relay waits on it for as long.
+// first keepalive probe), and the relay waits on it for as long. With the
+// defaults the kernel ends a connection whose peer is gone within about
+// 10 seconds, idle (keepalive) or not (TCP_USER_TIMEOUT), on both ends.
 //
 // The zero value of each field means its default.
 type Network struct {
 	// Keepalive is the idle time before the first TCP keepalive probe and
 	// the time between probes; after three unanswered probes the kernel
-	// ends the connection. Default 10s.
-	Keepalive time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection."`
+	// ends the connection (with TCPUserTimeout, once that has passed
+	// since the peer last answered). Default 5s: a probe is a packet
+	// without data, and a peer that is there answers it from its kernel.
+	Keepalive time.Duration `yaml:"keepalive" doc:"TCP keepalive on every PostgreSQL connection: idle time before the first probe and between probes; three unanswered probes end the connection (on Linux, once postgres.tcp_user_timeout has passed)."`
 	// TCPUserTimeout is how long data sent may stay unacknowledged (or
 	// keepalive probes unanswered) before the kernel ends the connection
-	// (TCP_USER_TIMEOUT, Linux only). Default 30s.
-	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data may stay unacknowledged before the kernel ends the connection."`
+	// (TCP_USER_TIMEOUT, Linux only). It bounds a peer that is gone, not
+	// a slow one: the peer's kernel acknowledges what arrives, whatever
+	// its process is doing, and a full receive window whose probes are
+	// answered does not count. Default 10s.
+	TCPUserTimeout time.Duration `yaml:"tcp_user_timeout" doc:"TCP_USER_TIMEOUT on every PostgreSQL connection (Linux): how long sent data, or keepalive probes, may stay unacknowledged before the kernel ends the connection. A slow server's kernel still acknowledges, so it bounds a server or network that is gone, not a busy one."`
 	// ConnectTimeout bounds opening a connection, authentication included,
 	// unless the connection string sets connect_timeout. Default 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout" doc:"Bound on opening a PostgreSQL connection, authentication included, unless postgres.url sets connect_timeout."`
@@ -41,10 +48,10 @@ type Network struct {
 // SetDefaults fills in the zero fields.
 func (n *Network) SetDefaults() {
 	if n.Keepalive == 0 {
-		n.Keepalive = 10 * time.Second
+		n.Keepalive = 5 * time.Second
 	}
 	if n.TCPUserTimeout == 0 {
-		n.TCPUserTimeout = 30 * time.Second
+		n.TCPUserTimeout = 10 * time.Second
 	}
 	if n.ConnectTimeout == 0 {
 		n.ConnectTimeout = 10 * time.Second

@@ -223,7 +223,8 @@ func openSource(cfg *config.Config, sc sink.Config, snk *sink.Sink, backfill *cd
 	switch cfg.Source {
 	case "cdc":
 		opts := []cdc.Option{cdc.WithLogger(log), cdc.WithCheckpoints(checkpointStore(sc, cfg.Kafka.CheckpointTopic, log, cfg.Log.Level, snk), Build().Version),
-			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn})}
+			cdc.WithBackfillAdvice(cdc.BackfillAdvice{ConfigFlags: shellWords(configFlags), TimestampColumn: cfg.Routing.Debezium.TimestampColumn}),
+			cdc.WithDrainTimeout(cfg.RunnerConfig().ShutdownTimeout)}
 		if backfill != nil {
 			opts = append(opts, cdc.WithBackfill(*backfill))
 		}

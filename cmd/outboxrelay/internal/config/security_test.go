@@ -371,9 +371,9 @@ func TestDumpShowsTheDefaults(t *testing.T) {
 		{"minimal", base, []string{
 			"shutdown:\n    timeout: 30s\n",
 			"topic_prefix: outbox.event.\n",
-			"connect_timeout: 10s\n", "query_timeout: 30s\n", "keepalive: 10s\n", "tcp_user_timeout: 30s\n",
+			"connect_timeout: 10s\n", "query_timeout: 30s\n", "keepalive: 5s\n", "tcp_user_timeout: 10s\n",
 			"checkpoint_topic: outboxrelay.checkpoints\n", "transaction_interval: 100ms\n",
-			"receive_timeout: 30s\n", "on_slot_loss: fail\n", "snapshot: never\n",
+			"receive_timeout: 8s\n", "on_slot_loss: fail\n", "snapshot: never\n",
 			"interval: 500ms\n", "batch_size: 1000\n", "mode: mark\n", "dead_letter_table: outbox_dead_letter\n", "buckets: 64\n",
 		}},
 		{"poll deleting", base + "source: poll\npoll:\n  mode: delete\n", []string{"mode: delete\n", "retention: 0s\n", "claims: 2\n"}},
