@@ -19,7 +19,7 @@ func TestConfigDefaults(t *testing.T) {
 		OrderColumn: "seq", PublishedColumn: "published_at", AttemptsColumn: "publish_attempts",
 		Retention: 24 * time.Hour, RetentionBatchSize: 1000, MaxAttempts: 3, DeadLetterTable: "outbox_dead_letter",
 		NotifyChannel: "outboxrelay", Buckets: 64,
-		Network: pgsql.Network{Keepalive: 10 * time.Second, TCPUserTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second, QueryTimeout: 30 * time.Second},
+		Network: pgsql.Network{Keepalive: 5 * time.Second, TCPUserTimeout: 10 * time.Second, ConnectTimeout: 10 * time.Second, QueryTimeout: 30 * time.Second},
 	}
 	if c != want {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
