@@ -155,38 +155,7 @@ func TestCDCSlotInvalidated(t *testing.T) {
 	waitSlotActive(ctx, t, pool, slot)
 	r.stop(t)
 
-	for _, sql := range []string{
-		`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`,
-		`SELECT pg_reload_conf()`,
-		`CREATE TABLE filler (b text)`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		var status string
-		if err := pool.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&status); err != nil {
-			t.Fatal(err)
-		}
-		if status == "lost" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot's wal_status is %q after a minute of WAL past max_slot_wal_keep_size", status)
-		}
-		// WAL past the limit, then a checkpoint, which is when the
-		// server invalidates slots and removes their WAL.
-		for _, sql := range []string{
-			`INSERT INTO filler SELECT repeat(md5(g::text), 100) FROM generate_series(1, 5000) g`,
-			`SELECT pg_switch_wal()`,
-			`CHECKPOINT`,
-		} {
-			if _, err := pool.Exec(ctx, sql); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		}
-	}
+	invalidateSlot(ctx, t, pool, slot)
 
 	r = startRelay(t, openCDC(t, cfg), brokers, connector.RunnerConfig{}, sink.Config{})
 	err = r.wait(t, time.Minute)
