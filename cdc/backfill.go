@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxrelay/outboxrelay/connector"
+	"github.com/outboxrelay/outboxrelay/internal/pgsql"
 )
 
 // A backfill publishes again the outbox rows a lost slot may have missed,
@@ -393,24 +393,18 @@ type timestampColumn struct {
 // readTimestampColumn looks up the column of t that a backfill chooses
 // rows by, and checks its type.
 func (s *Source) readTimestampColumn(ctx context.Context, conn *pgx.Conn, t table, col string) (timestampColumn, error) {
-	var typ string
-	err := conn.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
-		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
-		t.schema, t.name, col).Scan(&typ)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return timestampColumn{}, connector.Permanent(fmt.Errorf("outbox table %s has no column %q to choose the rows to backfill by", t, col))
-	}
-	if err != nil {
+	tc, found, err := pgsql.ReadTimeColumn(ctx, conn, t.schema, t.name, col)
+	switch {
+	case err != nil:
 		return timestampColumn{}, classify("read the timestamp column's type", err)
-	}
-	switch typ {
-	case "timestamp with time zone", "timestamp without time zone":
-		return timestampColumn{name: col}, nil
-	case "bigint":
+	case !found:
+		return timestampColumn{}, connector.Permanent(fmt.Errorf("outbox table %s has no column %q to choose the rows to backfill by", t, col))
+	case !tc.Usable():
+		return timestampColumn{}, connector.Permanent(fmt.Errorf("column %q of %s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t, tc.Type))
+	case tc.Millis():
 		return timestampColumn{name: col, bigint: true, unit: " (milliseconds since the epoch)"}, nil
 	}
-	return timestampColumn{}, connector.Permanent(fmt.Errorf("column %q of %s is %s; a backfill chooses rows by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t, typ))
+	return timestampColumn{name: col}, nil
 }
 
 // atOrAfter is the condition that the column is at or after at, adding

@@ -149,3 +149,35 @@ func ReadFacts(ctx context.Context, q Querier, publication string, tables ...Tab
 	}
 	return f, nil
 }
+
+// TimeColumn is the type of a column the application sets to each row's
+// insert time, as format_type writes it.
+type TimeColumn struct{ Type string }
+
+// Millis reports whether the column is a bigint of milliseconds since the
+// epoch.
+func (c TimeColumn) Millis() bool { return c.Type == "bigint" }
+
+// Usable reports whether the column tells a time: a timestamp, with or
+// without time zone, or a bigint of milliseconds.
+func (c TimeColumn) Usable() bool {
+	switch c.Type {
+	case "timestamp with time zone", "timestamp without time zone", "bigint":
+		return true
+	}
+	return false
+}
+
+// ReadTimeColumn reads the type of column col of schema.table; found is
+// false when the table has no such column. The caller refuses one that is
+// not Usable in its own words.
+func ReadTimeColumn(ctx context.Context, q Querier, schema, table, col string) (c TimeColumn, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
+		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
+		schema, table, col).Scan(&c.Type)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TimeColumn{}, false, nil
+	}
+	return c, err == nil, err
+}

@@ -179,24 +179,16 @@ type timestampColumn struct {
 
 // readTimestampColumn looks up column col of t and checks its type.
 func readTimestampColumn(ctx context.Context, conn *pgx.Conn, t *table, col string) (*timestampColumn, error) {
-	var typ string
-	err := conn.QueryRow(ctx, `SELECT format_type(a.atttypid, NULL)
-		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
-		t.schema, t.name, col).Scan(&typ)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, connector.Permanent(fmt.Errorf("outbox table %s has no column %q to tell when its rows were inserted (--timestamp-column, default routing.timestamp_column)", t.ident, col))
-	}
-	if err != nil {
+	tc, found, err := pgsql.ReadTimeColumn(ctx, conn, t.schema, t.name, col)
+	switch {
+	case err != nil:
 		return nil, classify("read the timestamp column's type", err)
+	case !found:
+		return nil, connector.Permanent(fmt.Errorf("outbox table %s has no column %q to tell when its rows were inserted (--timestamp-column, default routing.timestamp_column)", t.ident, col))
+	case !tc.Usable():
+		return nil, connector.Permanent(fmt.Errorf("column %q of %s is %s; a replay tells insert times by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t.ident, tc.Type))
 	}
-	switch typ {
-	case "timestamp with time zone", "timestamp without time zone":
-		return &timestampColumn{name: col}, nil
-	case "bigint":
-		return &timestampColumn{name: col, bigint: true}, nil
-	}
-	return nil, connector.Permanent(fmt.Errorf("column %q of %s is %s; a replay tells insert times by a timestamptz, timestamp or bigint (milliseconds since the epoch) column", col, t.ident, typ))
+	return &timestampColumn{name: col, bigint: tc.Millis()}, nil
 }
 
 // expr is the column as a timestamptz, for SQL. A timestamp without time
