@@ -50,6 +50,9 @@ type Sink struct {
 	topics *creator
 	// txn is the open transaction's state; nil without transactions.
 	txn *txnState
+	// stalls watches for records that wait for acknowledgements the
+	// brokers refuse for want of in-sync replicas (replicas.go).
+	stalls *stallWatch
 }
 
 var _ connector.Sink = (*Sink)(nil)
@@ -128,7 +131,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.RequestTimeoutOverhead(requestTimeoutOverhead),
 	)
 	lim := &limits{fixed: cfg.MaxRecordBytes, sync: cfg.TransactionalID != "", log: o.log.With("component", "sink")}
-	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
+	stalls := &stallWatch{}
+	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch), kgo.WithHooks(stalls))
 	if cfg.TransactionalID != "" {
 		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
@@ -137,7 +141,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{cfg: cfg, cl: cl, p: cl, kopts: kopts, log: o.log.With("component", "sink"), limits: lim}
+	s := &Sink{cfg: cfg, cl: cl, p: cl, kopts: kopts, log: o.log.With("component", "sink"), limits: lim, stalls: stalls}
 	if cfg.TransactionalID != "" {
 		s.txn = &txnState{}
 	}
@@ -222,6 +226,7 @@ func (s *Sink) renew(ctx context.Context, topic string) error {
 
 // Publish implements [connector.Sink].
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
+	s.startWatch()
 	if err := s.renew(ctx, m.Topic); err != nil {
 		return s.explain(err)
 	}
@@ -291,6 +296,7 @@ func (s *Sink) Abort(ctx context.Context) error {
 
 // Close releases the client. Call it after the runner has returned.
 func (s *Sink) Close() {
+	s.stopWatch()
 	s.limits.close()
 	s.producer().Close()
 }
