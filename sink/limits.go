@@ -267,6 +267,21 @@ func (l *limits) batch(topic string) int32 {
 	return int32(min(max(v+1, 512), 1<<30))
 }
 
+// ReadLimits reads the limits the relay checks records against when
+// kafka.max_record_bytes is not set: the broker's message.max.bytes and,
+// for each of topics, its own max.message.bytes (the broker's for a topic
+// without an override, or not created yet). For `outboxrelay check`. A
+// refused lookup is a [*LimitLookupError]; byTopic holds the topics it got
+// an answer for.
+func ReadLimits(ctx context.Context, adm *kadm.Client, topics []string) (broker int, byTopic map[string]int, err error) {
+	broker, err = brokerLimit(ctx, adm)
+	if err != nil || len(topics) == 0 {
+		return broker, nil, err
+	}
+	byTopic, err = topicLimits(ctx, adm, topics, broker)
+	return broker, byTopic, err
+}
+
 func brokerLimit(ctx context.Context, adm *kadm.Client) (int, error) {
 	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {
