@@ -45,7 +45,9 @@ type Batch struct {
 	// dead-letter table. The runner decides whether to call it (see
 	// [Runner.Run]): only when the relay has no dead letter topic, and
 	// only for the [*EventError] that ended the run, which names an event
-	// of this batch. It calls it at most once, from its goroutine, after
+	// of this batch and was its own: an event the broker refused with a
+	// batch is first published alone by the next run, and only a refusal
+	// of it alone is quarantined. It calls it at most once, from its goroutine, after
 	// this batch's Done was called with an error and before it cancels
 	// the context of the source's Run: a source that quarantines keeps
 	// what a failed batch holds (its rows locked, say) until one or the

@@ -21,6 +21,11 @@ const (
 	// quarantine: the source sets the event aside in its own store
 	// (Batch.Quarantine), then restarts.
 	quarantine
+	// tryAlone: restart, and publish the event alone when the source offers
+	// it again (the poisoned set): the broker refused the batch it was
+	// in, and the refusal may be a neighbour's. Failing alone, it meets
+	// the other verdicts.
+	tryAlone
 )
 
 func (v verdict) String() string {
@@ -33,6 +38,8 @@ func (v verdict) String() string {
 		return "dead letter"
 	case quarantine:
 		return "quarantine"
+	case tryAlone:
+		return "try alone"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -41,7 +48,8 @@ func (v verdict) String() string {
 type decision struct {
 	verdict verdict
 	// event is the event that can never be published, for deadLetter and
-	// quarantine, and for stop when a dead letter could not be written.
+	// quarantine, and for stop when a dead letter could not be written;
+	// for tryAlone, the suspect.
 	event *EventError
 	// refused: the broker refused the event's dead letter record. With
 	// deadLetter the next run sends the smallest one; with stop the
@@ -58,6 +66,9 @@ type situation struct {
 	// canQuarantine: the batch of the event the error names has a
 	// Quarantine, and the event's failure is the run's first.
 	canQuarantine bool
+	// inBatch: the event the error names was refused with the broker's
+	// answer for a batch, not on its own (tracker.refusedInBatch).
+	inBatch bool
 }
 
 // decide is the one place that says what becomes of a run that ended with
@@ -66,6 +77,11 @@ type situation struct {
 //     smallest one; if that was refused too, stop (nothing can account
 //     for the event);
 //   - an error marked [Permanent]: stop;
+//   - an event the broker refused with a batch: published alone by the
+//     next run, whatever the dead letter setting, since the refusal may
+//     be a neighbour's (a record too large for a topic whose own limit
+//     the relay did not know yet): an innocent event is neither dead
+//     lettered, quarantined nor named in a stop;
 //   - an event that can never be published ([*EventError]): to the dead
 //     letter topic if there is one (stop when the poisoned set is full:
 //     it could only fail again); else into the source's quarantine if
@@ -94,6 +110,8 @@ func decide(err error, s situation) decision {
 		return decision{verdict: stop}
 	case !errors.As(err, &ee):
 		return decision{verdict: restart}
+	case s.inBatch && s.room:
+		return decision{verdict: tryAlone, event: ee}
 	case s.deadLetterTopic && s.room:
 		return decision{verdict: deadLetter, event: ee}
 	case s.deadLetterTopic:
@@ -124,10 +142,13 @@ func (e *quarantineError) Unwrap() error { return e.err }
 // still holds the event's batch (Batch.Quarantine).
 func (r *Runner) settle(ctx context.Context, t *tracker, failure error) (decision, error) {
 	var q func(context.Context, *EventError) error
+	inBatch := false
 	if ee := (*EventError)(nil); errors.As(failure, &ee) {
-		q = t.quarantineFor(ee)
+		q, inBatch = t.quarantineFor(ee), t.refusedInBatch(ee)
 	}
-	d := decide(failure, r.situation(q != nil))
+	s := r.situation(q != nil)
+	s.inBatch = inBatch
+	d := decide(failure, s)
 	if d.verdict != quarantine {
 		return d, failure
 	}

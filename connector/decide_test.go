@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,11 @@ func TestDecide(t *testing.T) {
 		{name: "dead letter topic, poisoned set full", err: bad, s: situation{deadLetterTopic: true, canQuarantine: true}, want: stop, event: bad},
 		{name: "no dead letter topic: the source's quarantine", err: bad, s: situation{room: true, canQuarantine: true}, want: quarantine, event: bad},
 		{name: "no dead letter topic, no quarantine: stop naming the event", err: bad, s: situation{room: true}, want: stop, event: bad},
+		{name: "refused with a batch: alone first, with a dead letter topic", err: bad, s: situation{deadLetterTopic: true, room: true, inBatch: true}, want: tryAlone, event: bad},
+		{name: "refused with a batch: alone first, not quarantined", err: bad, s: situation{room: true, canQuarantine: true, inBatch: true}, want: tryAlone, event: bad},
+		{name: "refused with a batch: alone first, not a stop", err: bad, s: situation{room: true, inBatch: true}, want: tryAlone, event: bad},
+		{name: "refused with a batch, poisoned set full: as refused alone", err: bad, s: situation{canQuarantine: true, inBatch: true}, want: quarantine, event: bad},
+		{name: "refused with a batch but permanent: stop", err: Permanent(bad), s: situation{room: true, inBatch: true}, want: stop},
 		{name: "dead letter refused: the smallest next", err: refused, s: all, want: deadLetter, event: bad, refused: true},
 		{name: "dead letter refused, poisoned set full", err: refused, s: situation{deadLetterTopic: true}, want: restart},
 		{name: "smallest dead letter refused: stop", err: smallest, s: all, want: stop, event: bad, refused: true},
@@ -143,12 +149,15 @@ func (q *quarantining) Run(ctx context.Context, out chan<- Batch) error {
 // event again until it moves it out, and the relay goes on. With a dead
 // letter topic the quarantine is never asked; a quarantine that fails for
 // good stops the relay with its error; one that fails otherwise is asked
-// again on the next failure.
+// again on the next failure. An event the broker refused, which it does
+// for a whole batch, is published alone by the next run first: only its
+// refusal alone counts an attempt.
 func TestRunnerQuarantine(t *testing.T) {
 	invalid := Event{ID: "bad", AggregateType: "order", Payload: []byte(`{}`),
 		Invalid: &EventError{EventID: "bad", Err: errors.New(`column "aggregateid" is missing or NULL`)}}
 	refusedByBroker := ev("bad", "order")
 	failTwice := []string{"run", "done!", "quarantine bad", "stopped", "run", "done!", "quarantine bad", "stopped", "run", "done"}
+	aloneFirst := append([]string{"run", "done!", "stopped"}, failTwice...)
 	tooLarge := Permanent(errors.New("its row is too large to copy into the dead-letter table"))
 	for _, tc := range []struct {
 		name string
@@ -166,8 +175,8 @@ func TestRunnerQuarantine(t *testing.T) {
 		wantMoved []string
 	}{
 		{name: "invalid row", bad: invalid, want: failTwice, wantMoved: []string{"bad"}},
-		{name: "refused by the broker", bad: refusedByBroker, refuse: true, want: failTwice, wantMoved: []string{"bad"}},
-		{name: "refused in a Kafka transaction", bad: refusedByBroker, refuse: true, txn: true, want: failTwice, wantMoved: []string{"bad"}},
+		{name: "refused by the broker", bad: refusedByBroker, refuse: true, want: aloneFirst, wantMoved: []string{"bad"}},
+		{name: "refused in a Kafka transaction", bad: refusedByBroker, refuse: true, txn: true, want: aloneFirst, wantMoved: []string{"bad"}},
 		{name: "a dead letter topic takes it instead", bad: invalid, dlq: "dlq", want: []string{"run", "done"}},
 		{
 			name: "quarantine fails once: asked again", bad: invalid, qerrs: []error{errors.New("connection reset by peer")},
@@ -236,6 +245,98 @@ func TestRunnerQuarantine(t *testing.T) {
 				if _, ok := k.find(tc.dlq, "bad"); !ok {
 					t.Errorf("event bad is not on the dead letter topic; calls %v", k.callLog())
 				}
+			}
+		})
+	}
+}
+
+// TestRunnerBatchRefused: the broker refuses a whole batch as too large
+// for a record in it that the sink's own check let through (the topic's
+// own, smaller, limit was not known yet), so every event of the batch
+// fails, the innocent first. Whatever the dead letter setting, the relay
+// ends by naming the event that is really too large: it stops naming it,
+// the source quarantines it, or it goes to the dead letter topic; an
+// innocent neighbour is never named, quarantined or dead lettered, and
+// reaches its topic. learn: the sink knows the topic's limit after the
+// first refusal, as it does once its lookup is back, and refuses the
+// large event itself; else only the broker does, each time.
+func TestRunnerBatchRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dlq   string
+		learn bool
+		// quarantines: the source has a store of its own, as the poller.
+		quarantines bool
+	}{
+		{name: "stop, the limit learned", learn: true},
+		{name: "stop, the broker refusing each time"},
+		{name: "quarantine, the limit learned", quarantines: true, learn: true},
+		{name: "quarantine, the broker refusing each time", quarantines: true},
+		{name: "dead letter topic, the limit learned", dlq: "dlq", learn: true},
+		{name: "dead letter topic, the broker refusing each time", dlq: "dlq"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newBroker()
+			big := ev("big", "order")
+			big.Payload = bytes.Repeat([]byte("x"), 1000)
+			k.outcome = func(m *Message, n int) error {
+				first := n == 0 && len(k.limit) == 0 && m.Topic == ownTopic
+				if !first && m.EventID != "big" || m.Topic != ownTopic {
+					return nil
+				}
+				if tc.learn && m.EventID == "big" {
+					k.limit = map[string]int{ownTopic: 500}
+				}
+				return &EventError{EventID: m.EventID, Err: &RecordTooLargeError{Size: m.Size(), Cause: errors.New("MESSAGE_TOO_LARGE")}}
+			}
+			rows := []Event{ev("ok1", "order"), big, ev("ok2", "order")}
+			var src Source
+			q := &quarantining{maxAttempts: 1, attempts: map[string]int{}, rows: rows}
+			if tc.quarantines || tc.dlq != "" {
+				src = q
+			} else {
+				var mu sync.Mutex
+				runs := 0
+				src = script(&runs, &mu, func() []Batch { return []Batch{{Events: rows, Done: func(error) {}}} })
+			}
+			run := start(t, src, k.sink(), RunnerConfig{DeadLetterTopic: tc.dlq})
+			if src != q {
+				err := run.result(t)
+				var ee *EventError
+				if !errors.As(err, &ee) || ee.EventID != "big" || !IsPermanent(err) || !strings.Contains(err.Error(), "max") {
+					t.Fatalf("Run: %v; want a permanent error naming event big and the limit", err)
+				}
+				if got := k.publishedOn(ownTopic); !slices.Contains(got, "ok1") {
+					t.Errorf("%s got %v; want ok1, published alone before the relay stopped", ownTopic, got)
+				}
+				return
+			}
+			k.until(t, "the source's store emptied", func() bool {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				return len(q.rows) == 0
+			})
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for _, c := range q.calls() {
+				if strings.HasPrefix(c, "quarantine ") && c != "quarantine big" {
+					t.Errorf("the source was asked to %s; only big is too large (calls %v)", c, q.calls())
+				}
+			}
+			q.mu.Lock()
+			moved := q.moved
+			q.mu.Unlock()
+			if tc.dlq == "" && !slices.Equal(moved, []string{"big"}) {
+				t.Errorf("moved out of the store %v; want [big]", moved)
+			}
+			if got := k.publishedOn("dlq"); tc.dlq != "" && !slices.Equal(got, []string{"big"}) {
+				t.Errorf("dead letter topic got %v; want [big]", got)
+			}
+			// The broker took none of big's: those it refused are left out.
+			got := slices.DeleteFunc(k.publishedOn(ownTopic), func(id string) bool { return id == "big" })
+			if len(got) < 2 || !slices.Equal(got[len(got)-2:], []string{"ok1", "ok2"}) {
+				t.Errorf("%s got %v; want it to end with ok1 ok2", ownTopic, got)
 			}
 		})
 	}

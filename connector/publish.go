@@ -172,7 +172,7 @@ func (r *Runner) sendAloneInTxn(ctx context.Context, t *tracker, p *pending, m *
 		if err != nil {
 			refused <- err
 		}
-		p.ack(err)
+		t.acked(p, err) // alone: a refusal is its own
 	})
 	if err != nil {
 		t.acked(p, nil) // not sent: take back the count

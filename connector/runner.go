@@ -189,7 +189,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				return r.deadLetterUnwritable(d.refused.cause, d.refused.size, d.refused.refusal)
 			}
 			return err
-		case deadLetter:
+		case deadLetter, tryAlone:
 			ps := r.poisoned[d.event.EventID] // keeps alone, set as the run failed
 			if d.refused != nil {
 				ps = poison{alone: true, deadLetterRefused: true}
@@ -223,6 +223,9 @@ func (r *Runner) logRestart(d decision, err error, wait time.Duration) {
 	switch {
 	case d.verdict == quarantine:
 		r.log.Warn("the source set aside an event that cannot be published; restarting it", "event_id", d.event.EventID, "origin", d.event.Origin, "retry_in", wait)
+	case d.verdict == tryAlone:
+		r.log.Warn("the broker refused a batch; restarting, and publishing this event of it alone to learn whether the refusal is its own",
+			"event_id", d.event.EventID, "origin", d.event.Origin, "err", d.event.Err, "retry_in", wait)
 	case errors.As(err, &ce):
 		r.log.Warn("cannot connect to "+ce.Service+"; retrying", "addr", ce.Addr, "err", ce.Err, "retry_in", wait)
 	default:

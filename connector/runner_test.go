@@ -876,9 +876,10 @@ func headerOK(m *Message, key string) (string, bool) {
 }
 
 // TestRunnerSuspect: the broker answers for a whole batch, so an event
-// that failed after it was handed to the sink is only a suspect. The next
-// run publishes it alone, everything before it flushed first; it goes to
-// the dead letter topic only if it fails alone.
+// that failed after it was handed to the sink is only a suspect, with a
+// dead letter topic or without. The next run publishes it alone,
+// everything before it flushed first; it goes to the dead letter topic,
+// or stops the relay naming it, only if it fails alone.
 func TestRunnerSuspect(t *testing.T) {
 	tooLarge := func(m *Message) error {
 		return &EventError{EventID: m.EventID, Err: &RecordTooLargeError{Size: m.Size(), Cause: errors.New("MESSAGE_TOO_LARGE")}}
@@ -894,7 +895,8 @@ func TestRunnerSuspect(t *testing.T) {
 	}{
 		{name: "a neighbour's failure", dlq: "dlq", fails: func(n int) bool { return n == 0 }, wantDone: []string{"a!", "a"}},
 		{name: "its own failure", dlq: "dlq", fails: func(int) bool { return true }, wantDead: true, wantDone: []string{"a!", "a"}},
-		{name: "no dead letter topic", fails: func(int) bool { return true }, wantDone: []string{"a!"}},
+		{name: "no dead letter topic, a neighbour's failure", fails: func(n int) bool { return n == 0 }, wantDone: []string{"a!", "a"}},
+		{name: "no dead letter topic, its own failure", fails: func(int) bool { return true }, wantDone: []string{"a!", "a!"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -911,12 +913,13 @@ func TestRunnerSuspect(t *testing.T) {
 			src := script(&runs, &mu, func() []Batch { return []Batch{batch(o.done("a"), "y", "x", "z")} })
 			run := start(t, src, k.sink(), RunnerConfig{DeadLetterTopic: tc.dlq})
 			o.wait(t, len(tc.wantDone))
+			stops := tc.dlq == "" && tc.fails(1)
 			var err error
-			if tc.dlq == "" {
+			if stops {
 				err = run.result(t)
 				var ee *EventError
-				if !errors.As(err, &ee) || ee.EventID != "x" {
-					t.Fatalf("Run: %v; want an error naming event x", err)
+				if !errors.As(err, &ee) || ee.EventID != "x" || !IsPermanent(err) {
+					t.Fatalf("Run: %v; want a permanent error naming event x", err)
 				}
 			} else if err = run.stop(t); err != nil {
 				t.Fatalf("Run: %v", err)
@@ -924,10 +927,8 @@ func TestRunnerSuspect(t *testing.T) {
 			if got := o.list(); !slices.Equal(got, tc.wantDone) {
 				t.Fatalf("Done said %v; want %v", got, tc.wantDone)
 			}
-			if tc.dlq == "" {
-				return
-			}
-			// The second run: y, then x alone between two flushes, then z.
+			// The second run: y, then x alone between two flushes, then z,
+			// unless x stops the relay.
 			calls := k.callLog()
 			second := slices.Index(calls, "publish "+ownTopic+"/y")
 			second += 1 + slices.Index(calls[second+1:], "publish "+ownTopic+"/y")
@@ -935,7 +936,9 @@ func TestRunnerSuspect(t *testing.T) {
 			if tc.wantDead {
 				want = append(want, "publish dlq/x")
 			}
-			want = append(want, "publish "+ownTopic+"/z")
+			if !stops {
+				want = append(want, "publish "+ownTopic+"/z")
+			}
 			if got := calls[second:min(len(calls), second+len(want))]; !slices.Equal(got, want) {
 				t.Fatalf("second run's calls %v; want %v (all calls %v)", got, want, calls)
 			}

@@ -18,9 +18,11 @@ type tracker struct {
 	// failures gets the first error of any message, as soon as it is
 	// known, so the runner can stop publishing.
 	failures chan error
-	// first is that first error, once reported there.
-	first    error
-	inflight int
+	// first is that first error, once reported there; firstInBatch: it
+	// came with the broker's answer for a batch (ackInBatch).
+	first        error
+	firstInBatch bool
+	inflight     int
 	// deadLetter is the first dead letter record the broker refused.
 	deadLetter *deadLetterRefusedError
 	// quarantine is the Batch.Quarantine of the batch that first failed,
@@ -34,9 +36,9 @@ type pending struct {
 	remaining int
 	err       error
 	done      func(error)
-	// ack records the outcome of one message of this batch: the sink's
-	// done callback for each of them, made once per batch rather than
-	// once per message.
+	// ack records the outcome of one message of this batch that the sink
+	// may have sent with others (ackInBatch): the sink's done callback
+	// for each of them, made once per batch rather than once per message.
 	ack func(error)
 	// ok: the batch is done, and Done was called with nil.
 	ok bool
@@ -52,7 +54,7 @@ func newTracker() *tracker {
 // add registers a batch the runner has received and is about to publish.
 func (t *tracker) add(done func(error)) *pending {
 	p := &pending{remaining: 1, done: done}
-	p.ack = func(err error) { t.acked(p, err) }
+	p.ack = func(err error) { t.ackInBatch(p, err) }
 	t.mu.Lock()
 	t.queue = append(t.queue, p)
 	t.mu.Unlock()
@@ -67,11 +69,22 @@ func (t *tracker) sent(p *pending) {
 	t.mu.Unlock()
 }
 
-// acked records the outcome of one message of p.
+// acked records the outcome of one message of p that was sent on its own
+// (or not sent at all: a nil error taking back the count).
 func (t *tracker) acked(p *pending, err error) {
 	t.mu.Lock()
 	t.inflight--
-	t.settle(p, err)
+	t.settle(p, err, false)
+	t.mu.Unlock()
+}
+
+// ackInBatch records the outcome of one message of p that the broker may
+// have answered for together with others: it answers for a whole batch,
+// so an error it gives may be another record's fault.
+func (t *tracker) ackInBatch(p *pending, err error) {
+	t.mu.Lock()
+	t.inflight--
+	t.settle(p, err, true)
 	t.mu.Unlock()
 }
 
@@ -79,17 +92,17 @@ func (t *tracker) acked(p *pending, err error) {
 // sink, or stopped early with err.
 func (t *tracker) published(p *pending, err error) {
 	t.mu.Lock()
-	t.settle(p, err)
+	t.settle(p, err, false)
 	t.mu.Unlock()
 }
 
-func (t *tracker) settle(p *pending, err error) {
+func (t *tracker) settle(p *pending, err error, inBatch bool) {
 	p.remaining--
 	if err != nil && p.err == nil {
 		p.err = err
 	}
 	if err != nil && t.first == nil {
-		t.first = err
+		t.first, t.firstInBatch = err, inBatch
 		t.quarantine = p.quarantine
 		t.failures <- err
 	}
@@ -131,6 +144,16 @@ func (t *tracker) quarantineFor(ee *EventError) func(context.Context, *EventErro
 		return nil
 	}
 	return t.quarantine
+}
+
+// refusedInBatch reports whether the run's first failure is the event ee
+// names, refused with the broker's answer for a batch (ackInBatch) rather
+// than on its own: the refusal may then be a neighbour's.
+func (t *tracker) refusedInBatch(ee *EventError) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first *EventError
+	return t.firstInBatch && errors.As(t.first, &first) && first.EventID == ee.EventID
 }
 
 // inFlight is the number of messages handed to the sink and not yet

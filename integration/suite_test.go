@@ -89,6 +89,7 @@ func TestSources(t *testing.T) {
 			t.Run("KilledMidStream", func(t *testing.T) { testKilledMidStream(t, kind) })
 			t.Run("BrokerProduceErrors", func(t *testing.T) { brokerSide(t); testBrokerErrors(t, kind) })
 			t.Run("OversizedEventDeadLetter", func(t *testing.T) { brokerSide(t); testOversized(t, kind) })
+			t.Run("OversizedForItsTopic", func(t *testing.T) { brokerSide(t); testOversizedForTopic(t, kind) })
 			t.Run("BatchRefusedNoInnocentDeadLetter", func(t *testing.T) { brokerSide(t); testBatchRefused(t, kind) })
 			t.Run("BrokerRefusesOneEventDeadLetter", func(t *testing.T) { brokerSide(t); testBrokerRefusesOne(t, kind) })
 			t.Run("BinaryPayloadsByteForByte", func(t *testing.T) { testBinaryPayloads(t, kind) })

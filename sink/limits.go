@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -53,7 +54,16 @@ type limits struct {
 	// client may have learned their partitions, and with them a batch
 	// size (batch), before their lookup, so the sink replaces it.
 	smaller int
+
+	// log, when set, hears of background lookups that failed, at most
+	// once per lookupWarnEvery (warnedAt): their topics stay at the
+	// broker's limit meanwhile, which nothing else would say.
+	log      *slog.Logger
+	warnedAt time.Time
 }
+
+// lookupWarnEvery bounds how often a failing background lookup is logged.
+const lookupWarnEvery = time.Minute
 
 // maxTopicLimits bounds the per-topic cache (about 1 MB): topics are
 // input, an aggregate type names one. Past it, a topic looked up evicts
@@ -93,7 +103,7 @@ func (l *limits) get(ctx context.Context, cl *kgo.Client, topic string) (int, er
 	if l.sync {
 		found, err := topicLimits(ctx, kadm.NewClient(cl), []string{topic}, broker)
 		if err != nil {
-			return 0, err
+			return 0, refusedLookup(err, topic)
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -184,6 +194,7 @@ func (l *limits) lookups() {
 				// and are asked for again when next published to; a
 				// pause keeps a broker in trouble from being asked in a
 				// loop.
+				l.warnLookup(len(topics)-len(found), err)
 				select {
 				case <-l.stop:
 					return
@@ -192,6 +203,17 @@ func (l *limits) lookups() {
 			}
 		}
 	}
+}
+
+// warnLookup says, at most once per lookupWarnEvery, that n topics'
+// limits could not be read, and so stay at the broker's.
+func (l *limits) warnLookup(n int, err error) {
+	if l.log == nil || time.Since(l.warnedAt) < lookupWarnEvery {
+		return
+	}
+	l.warnedAt = time.Now()
+	l.log.Warn("cannot read the record size limit of topics: their records are checked against the broker's limit until it can be read, and a batch the broker refuses as too large is published again one record at a time",
+		"topics", n, "err", err)
 }
 
 // store caches found; l.mu is held.
@@ -245,6 +267,21 @@ func (l *limits) batch(topic string) int32 {
 	return int32(min(max(v+1, 512), 1<<30))
 }
 
+// ReadLimits reads the limits the relay checks records against when
+// kafka.max_record_bytes is not set: the broker's message.max.bytes and,
+// for each of topics, its own max.message.bytes (the broker's for a topic
+// without an override, or not created yet). For `outboxrelay check`. A
+// refused lookup is a [*LimitLookupError]; byTopic holds the topics it got
+// an answer for.
+func ReadLimits(ctx context.Context, adm *kadm.Client, topics []string) (broker int, byTopic map[string]int, err error) {
+	broker, err = brokerLimit(ctx, adm)
+	if err != nil || len(topics) == 0 {
+		return broker, nil, err
+	}
+	byTopic, err = topicLimits(ctx, adm, topics, broker)
+	return broker, byTopic, err
+}
+
 func brokerLimit(ctx context.Context, adm *kadm.Client) (int, error) {
 	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {
@@ -255,9 +292,10 @@ func brokerLimit(ctx context.Context, adm *kadm.Client) (int, error) {
 	}
 	rcs, err := adm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
 	if err != nil {
-		return 0, fmt.Errorf("describe broker %d config: %w", md.Brokers[0].NodeID, err)
+		return 0, refusedLookup(fmt.Errorf("describe broker %d config: %w", md.Brokers[0].NodeID, err))
 	}
-	return configInt(rcs, "message.max.bytes", kafkaDefaultLimit)
+	n, err := configInt(rcs, "message.max.bytes", kafkaDefaultLimit)
+	return n, refusedLookup(err)
 }
 
 // topicLimits returns the limits of those of topics it got an answer for:
@@ -272,12 +310,12 @@ func topicLimits(ctx context.Context, adm *kadm.Client, topics []string, broker 
 		if len(topics) == 1 {
 			what = "topic " + topics[0]
 		}
-		errs = append(errs, fmt.Errorf("describe the config of %s: %w", what, err))
+		errs = append(errs, refusedLookup(fmt.Errorf("describe the config of %s: %w", what, err), topics...))
 	}
 	for _, rc := range rcs {
 		v, err := topicLimit(rc, broker)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, refusedLookup(err, rc.Name))
 			continue
 		}
 		found[rc.Name] = v

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
@@ -51,6 +50,9 @@ type Sink struct {
 	topics *creator
 	// txn is the open transaction's state; nil without transactions.
 	txn *txnState
+	// stalls watches for records that wait for acknowledgements the
+	// brokers refuse for want of in-sync replicas (replicas.go).
+	stalls *stallWatch
 }
 
 var _ connector.Sink = (*Sink)(nil)
@@ -128,8 +130,9 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		kgo.ProduceRequestTimeout(produceRequestTimeout),
 		kgo.RequestTimeoutOverhead(requestTimeoutOverhead),
 	)
-	lim := &limits{fixed: cfg.MaxRecordBytes, sync: cfg.TransactionalID != ""}
-	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch))
+	lim := &limits{fixed: cfg.MaxRecordBytes, sync: cfg.TransactionalID != "", log: o.log.With("component", "sink")}
+	stalls := &stallWatch{}
+	kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(lim.batch), kgo.WithHooks(stalls))
 	if cfg.TransactionalID != "" {
 		kopts = append(kopts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
@@ -138,7 +141,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{cfg: cfg, cl: cl, p: cl, kopts: kopts, log: o.log.With("component", "sink"), limits: lim}
+	s := &Sink{cfg: cfg, cl: cl, p: cl, kopts: kopts, log: o.log.With("component", "sink"), limits: lim, stalls: stalls}
 	if cfg.TransactionalID != "" {
 		s.txn = &txnState{}
 	}
@@ -223,6 +226,7 @@ func (s *Sink) renew(ctx context.Context, topic string) error {
 
 // Publish implements [connector.Sink].
 func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(error)) error {
+	s.startWatch()
 	if err := s.renew(ctx, m.Topic); err != nil {
 		return s.explain(err)
 	}
@@ -252,10 +256,10 @@ func (s *Sink) Publish(ctx context.Context, m *connector.Message, done func(erro
 	id := m.EventID
 	partitioned := withPartition(ctx, rec, m)
 	if s.txn != nil {
-		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, size, err)) }, done)
+		return s.produceInTxn(ctx, rec, func(err error) error { return partitioned(classify(id, rec.Topic, size, err)) }, done)
 	}
-	s.p.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		done(partitioned(classify(id, size, err)))
+	s.p.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		done(partitioned(classify(id, r.Topic, size, err)))
 	})
 	return nil
 }
@@ -279,23 +283,6 @@ func unreachable(brokers []string, err error) error {
 	return &connector.ConnectError{Service: "Kafka", Addr: strings.Join(brokers, ","), Err: op}
 }
 
-// classify turns the errors that say this record can never be written into
-// an [*connector.EventError]; the others stay retryable.
-func classify(eventID string, size int, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		// The broker answers for a whole batch, so this may not be this
-		// record's fault; the runner publishes a suspect alone before it
-		// calls it unpublishable.
-		return &connector.EventError{EventID: eventID, Err: &connector.RecordTooLargeError{Size: size, Cause: err}}
-	case errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.CorruptMessage):
-		return &connector.EventError{EventID: eventID, Err: fmt.Errorf("the broker refused the record: %w", err)}
-	}
-	return fmt.Errorf("produce event %s: %w", eventID, err)
-}
-
 // Flush implements [connector.Sink].
 func (s *Sink) Flush(ctx context.Context) error { return s.producer().Flush(ctx) }
 
@@ -309,6 +296,7 @@ func (s *Sink) Abort(ctx context.Context) error {
 
 // Close releases the client. Call it after the runner has returned.
 func (s *Sink) Close() {
+	s.stopWatch()
 	s.limits.close()
 	s.producer().Close()
 }

@@ -58,6 +58,9 @@ type Metrics struct {
 	// deadLetterTopic is kafka.dead_letter_topic: its records stand for
 	// events, but are not the last event read or acknowledged.
 	deadLetterTopic string
+	// heldUp is publishing held up by the Kafka side (HeldUp); nil when
+	// it is not.
+	heldUp *HeldUpSince
 }
 
 // Option wires Metrics to its surroundings.
@@ -193,6 +196,9 @@ type Progress struct {
 	// DownSince is when the source was last up or a standby (the relay's
 	// start if it never was); zero while it is.
 	DownSince time.Time
+	// HeldUp is publishing held up by the Kafka side ([HeldUp]), until
+	// someone acts there; nil when it is not.
+	HeldUp *HeldUpSince
 }
 
 // Progress returns the relay's progress as of now.
@@ -204,6 +210,7 @@ func (m *Metrics) Progress() Progress {
 		WaitingSince:  m.waitingSince,
 		SourceRunning: m.running,
 		SourceErr:     m.lastErr,
+		HeldUp:        m.heldUp,
 	}
 	m.observeLocked()
 	p.SourceUp, p.SourceStandby = m.upLocked()

@@ -159,6 +159,7 @@ func (m *Metrics) settled(f *flight, err error) {
 	commit, sent, stages, c := f.commit, f.sent, f.stages, f.counters
 	if err == nil {
 		m.status.acked++
+		m.releaseLocked(f.topic)
 		if f.topic != m.deadLetterTopic {
 			m.status.lastAcked = Seen{EventID: f.eventID, Topic: f.topic, Timestamp: commit, At: now}
 			m.status.hasAcked = true

@@ -176,6 +176,7 @@ func (h runnerHooks) RunFailed(err error, _ time.Duration) {
 	now := m.now()
 	m.mu.Lock()
 	m.status.lastFailure = Failure{Err: err, At: now}
+	m.heldUpLocked(err, now)
 	m.mu.Unlock()
 }
 

@@ -156,6 +156,7 @@ func (o *observer) serve(ctx context.Context) (stop func(), err error) {
 		}}, kafkaCheckMaxAge),
 		{Name: "source", Func: o.sourceCheck},
 		{Name: "progress", Func: o.progressCheck(h.ReadyStallTimeout)},
+		{Name: "publishing", Func: o.publishingCheck},
 	}
 	if o.registry != nil {
 		ready = append(ready, httpserver.Check{Name: "schema_registry", Func: o.registry.Check})
@@ -287,6 +288,24 @@ func (o *observer) progressCheck(bound time.Duration) func(context.Context) erro
 		}
 		return fmt.Errorf("stalled: a batch read from the source has waited %s to be published", stalled.Round(time.Second))
 	}
+}
+
+// publishingCheck fails while publishing is held up by the Kafka side
+// (metrics.HeldUp): a topic missing, a grant lacking. The relay restarts
+// from its checkpoint meanwhile, and each restart begins the wait for an
+// acknowledgement again, which the progress check measures; this one
+// fails from the first refusal until a record of the topic is in Kafka.
+// Liveness does not: a restart of the process would be held up the same.
+func (o *observer) publishingCheck(context.Context) error {
+	h := o.m.Progress().HeldUp
+	if h == nil {
+		return nil
+	}
+	what := "every topic"
+	if h.Topic != "" {
+		what = "topic " + h.Topic
+	}
+	return fmt.Errorf("publishing to %s has been held up for %s, until the Kafka side changes: %w", what, time.Since(h.Since).Round(time.Second), h.Err)
 }
 
 // status returns where the relay stands for the status page: what the
