@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxrelay/outboxrelay/cdc"
 	"github.com/outboxrelay/outboxrelay/connector"
@@ -504,6 +505,10 @@ func TestBackfillRunsTheCommandTheErrorPrints(t *testing.T) {
 			waitSlotActive(ctx, t, pool, name)
 			w.write(ctx, t, pool)
 			c.waitFor(t, readRows(ctx, t, pool, "outbox"), time.Minute)
+			// The snapshot a checkpoint carries is taken now and then, and
+			// counts once a later checkpoint passes its position: the
+			// printed command relies on one being there.
+			waitCheckpointSnapshot(ctx, t, brokers, name)
 			if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 				t.Fatalf("exit code %d after SIGTERM", code)
 			}
@@ -734,5 +739,35 @@ func createTimestampedOutbox(t *testing.T, pool *pgxpool.Pool) {
 	createOutbox(t, pool, "outbox")
 	if _, err := pool.Exec(context.Background(), `ALTER TABLE outbox ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()`); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitCheckpointSnapshot waits until the checkpoint topic's latest record
+// for slot carries a transaction snapshot (txn_snapshot), which proves
+// what a backfill after it need not publish again.
+func waitCheckpointSnapshot(ctx context.Context, t *testing.T, brokers []string, slot string) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(testenv.KafkaClientOpts(brokers),
+		kgo.ConsumeTopics(sink.DefaultCheckpointTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(wctx)
+		if wctx.Err() != nil {
+			t.Fatalf("no checkpoint of slot %s with a transaction snapshot within a minute", slot)
+		}
+		found := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasSuffix(string(r.Key), "/"+slot) {
+				found = bytes.Contains(r.Value, []byte(`"txn_snapshot"`))
+			}
+		})
+		if found {
+			return
+		}
 	}
 }
