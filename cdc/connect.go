@@ -30,17 +30,17 @@ import (
 // after another session took the slot).
 func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *snapshotJob, error) {
 	if err := s.loadCheckpoint(ctx); err != nil { // checkpoint.go
-		return nil, 0, nil, connectFailed(err)
+		return nil, 0, nil, pgsql.ConnectFailed(err)
 	}
 	closeConn := func(conn *pgconn.PgConn) { pgsql.Close(ctx, conn) }
 	for {
 		pos, err := s.prepare(ctx) // setup.go; waits while the slot is held
 		if err != nil {
-			return nil, 0, nil, connectFailed(err)
+			return nil, 0, nil, pgsql.ConnectFailed(err)
 		}
 		conn, err := s.openReplication(ctx)
 		if err != nil {
-			return nil, 0, nil, connectFailed(classify("open the replication connection", err))
+			return nil, 0, nil, pgsql.ConnectFailed(classify("open the replication connection", err))
 		}
 		var created *snapshotJob
 		if pos.create {
@@ -80,30 +80,6 @@ func (s *Source) connect(ctx context.Context) (*pgconn.PgConn, pglogrepl.LSN, *s
 			return nil, 0, nil, err
 		}
 	}
-}
-
-// connectFailed is err, when it is a connection to postgres.url that
-// failed, as the [connector.ConnectError] that names the server and the
-// role, the server's refusal or the network's error, and what to do
-// (pgsql's hints, the ones outboxrelay check gives), permanent when err
-// is: a password refused stays refused, a server down may come back.
-// Other errors are returned as they are, and so is a refusal at startup
-// (SQLSTATE 08P01), which a connection pooler gives and connectReplication
-// explains.
-func connectFailed(err error) error {
-	f, ok := pgsql.ExplainConnect(err)
-	if !ok || pgsql.RefusedAtStartup(err) {
-		return err
-	}
-	why := fmt.Errorf("%s; %s", f.Cause, f.Fix)
-	if f.Refused {
-		why = fmt.Errorf("the server refused role %q: %s; %s", f.User, f.Cause, f.Fix)
-	}
-	ce := &connector.ConnectError{Service: "PostgreSQL", Addr: f.Addr, Err: why}
-	if connector.IsPermanent(err) {
-		return connector.Permanent(ce)
-	}
-	return ce
 }
 
 // openReplication opens a replication connection to postgres.url, its

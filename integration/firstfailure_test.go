@@ -17,9 +17,12 @@ import (
 )
 
 // firstFailureConfig is the relay's configuration with a JSON log, as
-// production runs it.
-func firstFailureConfig(url, broker string) string {
-	return fmt.Sprintf("postgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: json\nhttp:\n  listen: 127.0.0.1:0\n", url, broker)
+// production runs it, reading with source (cdc when empty).
+func firstFailureConfig(url, broker, source string) string {
+	if source == "" {
+		source = "cdc"
+	}
+	return fmt.Sprintf("source: %s\npostgres:\n  url: %q\nkafka:\n  brokers: [%s]\nlog:\n  level: info\n  format: json\nhttp:\n  listen: 127.0.0.1:0\n", source, url, broker)
 }
 
 // relayLine is one record of the relay's JSON log.
@@ -65,7 +68,8 @@ func closedPort(t *testing.T) string {
 // that names the server, the role and the fix, and no line says a
 // connection was lost or events dropped, since none was ever made. An
 // unreachable broker or server is one WARN per backoff step naming Kafka
-// or PostgreSQL and the address, and nothing else.
+// or PostgreSQL and the address, and nothing else. The polling source
+// says the same of a refused password and an unreachable server.
 func TestFirstFailures(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.PostgresServer(t)
@@ -107,17 +111,18 @@ func TestFirstFailures(t *testing.T) {
 	}
 	_, brokers := testenv.Kafka(t)
 
+	refused := `cannot connect to PostgreSQL at ` + server + `: the server refused role "relay": password authentication failed for user "relay" (SQLSTATE 28P01); the password of role "relay" was refused: check it in postgres.url, postgres.password_file or PGPASSWORD`
 	for _, tc := range []struct {
-		name, url string
+		name, url, source string
 		// before are the messages logged before the stop's.
 		before []string
 		err    string
 	}{
-		{"password refused", as("relay", "wrong"), nil,
-			`cannot connect to PostgreSQL at ` + server + `: the server refused role "relay": password authentication failed for user "relay" (SQLSTATE 28P01); the password of role "relay" was refused: check it in postgres.url, postgres.password_file or PGPASSWORD`},
-		{"role without REPLICATION", as("norepl", "x"), nil,
+		{"password refused", as("relay", "wrong"), "", nil, refused},
+		{"password refused, polling", as("relay", "wrong"), "poll", nil, refused},
+		{"role without REPLICATION", as("norepl", "x"), "", nil,
 			`cannot connect to PostgreSQL at ` + server + `: the server refused role "norepl": must be superuser or replication role to start walsender (SQLSTATE 42501); role "norepl" lacks the REPLICATION attribute that reading a replication slot needs: as a superuser: ALTER ROLE "norepl" REPLICATION; (Amazon RDS: GRANT rds_replication TO "norepl";)`},
-		{"wal_level replica", "", []string{"created checkpoint topic"},
+		{"wal_level replica", "", "", []string{"created checkpoint topic"},
 			`wal_level is "replica"; logical replication needs "logical": as a superuser: ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL (on a managed service, set the parameter in its console: rds.logical_replication = 1 on Amazon RDS, cloudsql.logical_decoding = on on Cloud SQL, wal_level = logical on Azure); or use source: poll`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +135,7 @@ func TestFirstFailures(t *testing.T) {
 				}
 				createOutbox(t, connectPool(t, url), "outbox")
 			}
-			p := runBinary(t, firstFailureConfig(url, brokers[0]))
+			p := runBinary(t, firstFailureConfig(url, brokers[0], tc.source))
 			if code := p.exit(t, time.Minute); code != 1 {
 				t.Fatalf("exit code %d, want 1", code)
 			}
@@ -153,12 +158,13 @@ func TestFirstFailures(t *testing.T) {
 		})
 	}
 
+	unreachable := "dial tcp %[1]s: connect: connection refused; nothing listens at %[1]s: check the host and port in postgres.url, and that PostgreSQL is running and listens there (listen_addresses)"
 	for _, tc := range []struct {
-		name, url, broker, msg, err string
+		name, url, broker, source, msg, err string
 	}{
 		{name: "broker unreachable", url: url, msg: "cannot connect to Kafka; retrying", err: "dial tcp %s: connect: connection refused"},
-		{name: "server unreachable", broker: brokers[0], msg: "cannot connect to PostgreSQL; retrying",
-			err: "dial tcp %[1]s: connect: connection refused; nothing listens at %[1]s: check the host and port in postgres.url, and that PostgreSQL is running and listens there (listen_addresses)"},
+		{name: "server unreachable", broker: brokers[0], msg: "cannot connect to PostgreSQL; retrying", err: unreachable},
+		{name: "server unreachable, polling", broker: brokers[0], source: "poll", msg: "cannot connect to PostgreSQL; retrying", err: unreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := closedPort(t)
@@ -168,7 +174,7 @@ func TestFirstFailures(t *testing.T) {
 			if tc.url == "" {
 				tc.url = "postgres://relay@" + addr + "/app?sslmode=disable"
 			}
-			p := runBinary(t, firstFailureConfig(tc.url, tc.broker))
+			p := runBinary(t, firstFailureConfig(tc.url, tc.broker, tc.source))
 			deadline := time.Now().Add(time.Minute)
 			for len(relayLog(t, p.out.String())) < 4 && time.Now().Before(deadline) {
 				time.Sleep(100 * time.Millisecond)

@@ -78,7 +78,7 @@ func TestTwoClustersDefaultNames(t *testing.T) {
 		}
 	}
 
-	pa := runBinary(t, firstFailureConfig(a.url, brokers[0]))
+	pa := runBinary(t, firstFailureConfig(a.url, brokers[0], ""))
 	binaryEndpoint(t, pa).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
 	a.insert(ctx, t, "a", 0, 5)
 	wait("a", 5)
@@ -93,7 +93,7 @@ func TestTwoClustersDefaultNames(t *testing.T) {
 			t.Errorf("check before b's first start does not say %q:\n%s", w, report)
 		}
 	}
-	pb := runBinary(t, firstFailureConfig(b.url, brokers[0]))
+	pb := runBinary(t, firstFailureConfig(b.url, brokers[0], ""))
 	binaryEndpoint(t, pb).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
 	b.insert(ctx, t, "b", 1, 5)
 	a.insert(ctx, t, "a", 5, 5)
@@ -134,7 +134,7 @@ func TestTwoClustersDefaultNames(t *testing.T) {
 	if code := pb.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 		t.Fatalf("relay b exited %d", code)
 	}
-	pb = runBinary(t, firstFailureConfig(b.url, brokers[0]))
+	pb = runBinary(t, firstFailureConfig(b.url, brokers[0], ""))
 	binaryEndpoint(t, pb).waitStatus(t, "/readyz", http.StatusOK, time.Minute)
 	b.insert(ctx, t, "b", 6, 3)
 	wait("b", 3)
@@ -146,7 +146,7 @@ func TestTwoClustersDefaultNames(t *testing.T) {
 // checkReport is what `outboxrelay check` prints for the relay of url.
 func checkReport(t *testing.T, url, broker string) string {
 	t.Helper()
-	cmd := exec.Command(binary(t), "check", "--config", writeTemp(t, "outboxrelay.yaml", firstFailureConfig(url, broker)))
+	cmd := exec.Command(binary(t), "check", "--config", writeTemp(t, "outboxrelay.yaml", firstFailureConfig(url, broker, "")))
 	out, _ := cmd.CombinedOutput()
 	return string(out)
 }

@@ -39,7 +39,7 @@ func TakeInstance(ctx context.Context, url string, network pgsql.Network, prefix
 	defer cancel()
 	conn, err := pgsql.Connect(qctx, url, network, named)
 	if err != nil {
-		return nil, classify("connect to PostgreSQL", err)
+		return nil, pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	// pg_try_advisory_lock never waits; the scan stops at the first
 	// number it gets.

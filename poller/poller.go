@@ -260,7 +260,7 @@ func (s *Source) connect(ctx context.Context, claiming bool) (*pgx.Conn, error) 
 	session["plan_cache_mode"] = "force_custom_plan"
 	conn, err := pgsql.Connect(ctx, s.cfg.URL, s.cfg.Network, named, pgsql.SessionDefaults(session))
 	if err != nil {
-		return nil, classify("connect to PostgreSQL", err)
+		return nil, pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	return conn, nil
 }

@@ -25,7 +25,7 @@ func (s *Source) checkPooling(ctx context.Context) error {
 	open := func(ctx context.Context) (*pgconn.PgConn, error) { return pgconn.ConnectConfig(ctx, &cfg.Config) }
 	conn, err := open(ctx)
 	if err != nil {
-		return classify("connect to PostgreSQL", err)
+		return pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	defer pgsql.Close(ctx, conn)
 	qctx, cancel := s.cfg.Network.Query(ctx)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/connector"
 )
 
 // ConnectFailure is what a failed connection to PostgreSQL comes to, for
@@ -54,6 +56,30 @@ func ExplainConnect(err error) (ConnectFailure, bool) {
 		f.Cause = strings.Join(strings.Fields(ce.Unwrap().Error()), " ")
 	}
 	return f, true
+}
+
+// ConnectFailed is err, when it is a connection to the server that
+// failed, as the [connector.ConnectError] that names the server and the
+// role, the server's refusal or the network's error, and what to do
+// (ConnectFix, the hints outboxrelay check gives), permanent when err is:
+// a password refused stays refused, a server down may come back. Other
+// errors are returned as they are, and so is a refusal at startup
+// (SQLSTATE 08P01), which a connection pooler gives and the CDC source
+// explains.
+func ConnectFailed(err error) error {
+	f, ok := ExplainConnect(err)
+	if !ok || RefusedAtStartup(err) {
+		return err
+	}
+	why := fmt.Errorf("%s; %s", f.Cause, f.Fix)
+	if f.Refused {
+		why = fmt.Errorf("the server refused role %q: %s; %s", f.User, f.Cause, f.Fix)
+	}
+	ce := &connector.ConnectError{Service: "PostgreSQL", Addr: f.Addr, Err: why}
+	if connector.IsPermanent(err) {
+		return connector.Permanent(ce)
+	}
+	return ce
 }
 
 // ConnectFix says what to do about err, a failed connection to the server

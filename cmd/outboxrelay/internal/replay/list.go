@@ -22,7 +22,7 @@ func ListDeadLetters(ctx context.Context, cfg *config.Config, stateTopic string,
 	}
 	conn, err := pgsql.Connect(ctx, cfg.Postgres.URL, cfg.Postgres.Net)
 	if err != nil {
-		return "", classify("connect to PostgreSQL", err)
+		return "", pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	defer pgsql.Close(context.WithoutCancel(ctx), conn)
 	r := &redrive{Redrive: Redrive{Config: cfg}, conn: conn}

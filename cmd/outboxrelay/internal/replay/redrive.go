@@ -102,7 +102,7 @@ func RunRedrive(ctx context.Context, rd Redrive) (RedriveResult, error) {
 	}
 	conn, err := pgsql.Connect(ctx, rd.Config.Postgres.URL, rd.Config.Postgres.Net)
 	if err != nil {
-		return r.res, classify("connect to PostgreSQL", err)
+		return r.res, pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	defer pgsql.Close(context.WithoutCancel(ctx), conn)
 	r.conn = conn

@@ -162,7 +162,7 @@ func Replay(ctx context.Context, job Job) (Result, error) {
 	started := time.Now()
 	conn, err := pgsql.Connect(ctx, r.cfg.Postgres.URL, r.cfg.Postgres.Net)
 	if err != nil {
-		return Result{}, classify("connect to PostgreSQL", err)
+		return Result{}, pgsql.ConnectFailed(classify("connect to PostgreSQL", err))
 	}
 	defer pgsql.Close(context.WithoutCancel(ctx), conn)
 	r.conn = conn
