@@ -247,7 +247,8 @@ func TestPreciseNumericRefusedWithProtobuf(t *testing.T) {
 // scale before value), and connect.parameters in its HashMap's order
 // (scale, then connect.decimal.precision). fromConnectData writes a Decimal as a BinaryNode of its
 // bytes, base64 in the record, and a default as its text (toJsonSchemaValue,
-// BinaryNode.asText).
+// BinaryNode.asText). Checked once against Confluent's code, built and run
+// as jsonschema_test.go says: the schemas and the record are its text.
 func TestJSONSchemaPreciseNumeric(t *testing.T) {
 	amount := &column{name: "amount", typName: "numeric", typMod: numericMod(10, 2)}
 	ratio := &column{name: "ratio", typName: "numeric", typMod: -1}

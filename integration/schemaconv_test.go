@@ -39,7 +39,9 @@ import (
 //     package and an int32 field.
 //
 // The unit fixtures (debezium/jsonschema_test.go, protobuf_test.go) cite
-// the rule behind each keyword.
+// the rule behind each keyword. The JSON Schema texts are Confluent's, as
+// its code gave them when built and run once (jsonschema_test.go says
+// which versions).
 const (
 	jsonSRKey      = `{"type":"string"}`
 	jsonSRPayload  = `{"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]}`
