@@ -123,7 +123,9 @@ func TestFailoverSlotCarriesOn(t *testing.T) {
 	if n := strings.Count(logs, "created replication slot"); n != 1 {
 		t.Errorf("the relay created a replication slot %d times; once, on the old primary, is right", n)
 	}
-	for _, bad := range []string{"replication slot lost", "backfill", "publishing the table again"} {
+	// "outboxrelay backfill", the command a loss names: a WARN that a
+	// transaction snapshot was cut off by the failover may say "backfill".
+	for _, bad := range []string{"replication slot lost", "outboxrelay backfill", "publishing the table again"} {
 		if strings.Contains(logs, bad) {
 			t.Errorf("the relay's log says %q after a failover with the slot synced", bad)
 		}
