@@ -68,6 +68,7 @@ func TestStatusPage(t *testing.T) {
 			"wal_status reserved", "unbounded (max_slot_wal_keep_size = -1)",
 			fmt.Sprintf("%d acknowledged by Kafka", statusEvents+1),
 			"1 sent to outbox.dead-letter", "outbox.event.order record is 5124 bytes", "more than the broker's limit of 2000",
+			"outboxrelay dead-letters list", "outboxrelay dead-letters redrive",
 			"running: ok", "postgres: ok", "kafka: ok", "source: ok", "progress: ok",
 		} {
 			if !strings.Contains(page, want) {
@@ -86,6 +87,7 @@ func TestStatusPage(t *testing.T) {
 		for _, want := range []string{
 			"ready", "source poll", "Poller claims", "public.outbox", "0 row(s) unpublished",
 			fmt.Sprintf("%d acknowledged by Kafka", statusEvents+1), "1 sent to outbox.dead-letter", "more than the broker's limit of 2000",
+			"outboxrelay dead-letters list", "outboxrelay dead-letters redrive",
 		} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the page does not show %q:\n%s", want, page)
@@ -276,7 +278,8 @@ func (r *statusRelay) checkStatusCommand(t *testing.T) {
 	t.Helper()
 	code, out := r.statusCommand(t)
 	for _, want := range []string{": ready", "cdc, connected; tables public.outbox", r.name + ": active, held by PID",
-		strconv.Itoa(statusEvents+1) + " acknowledged", "more than the broker's limit of 2000"} {
+		strconv.Itoa(statusEvents+1) + " acknowledged", "more than the broker's limit of 2000",
+		"outboxrelay dead-letters redrive, once the routing is fixed"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("outboxrelay status with the relay up: exit %d, want 0 and %q in:\n%s", code, want, out)
 		}

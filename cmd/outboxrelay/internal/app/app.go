@@ -80,7 +80,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 	for _, w := range cfg.Warnings() {
 		log.Warn(w, "component", "config")
 	}
-	obs, observeRegistry, stopHTTP, err := startObserving(ctx, cfg, log, backfill == nil)
+	obs, observeRegistry, stopHTTP, err := startObserving(ctx, cfg, log, backfill == nil, configFlags)
 	if err != nil {
 		return err
 	}
@@ -136,9 +136,10 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, backfill *cd
 // startObserving makes the relay's metrics and probes, and with serve,
 // serves them. observeRegistry is what the Debezium router reports the
 // Schema Registry's answers to, nil without one; stopHTTP ends serving,
-// and may be called more than once.
-func startObserving(ctx context.Context, cfg *config.Config, log *slog.Logger, serve bool) (obs *observer, observeRegistry func(error), stopHTTP func(), err error) {
-	if obs, err = newObserver(cfg, log); err != nil {
+// and may be called more than once. configFlags, the flags that gave the
+// configuration, go into the commands the status page shows.
+func startObserving(ctx context.Context, cfg *config.Config, log *slog.Logger, serve bool, configFlags []string) (obs *observer, observeRegistry func(error), stopHTTP func(), err error) {
+	if obs, err = newObserver(cfg, log, configFlags); err != nil {
 		return nil, nil, nil, err
 	}
 	if rc := cfg.DebeziumRouter(); rc != nil && rc.UsesRegistry() {

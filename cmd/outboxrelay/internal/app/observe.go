@@ -53,6 +53,9 @@ type observer struct {
 	// hides the configured secrets in the texts it shows.
 	started time.Time
 	scrub   *strings.Replacer
+	// deadLetters is the command that lists the dead letters, with the
+	// flags that gave the configuration, for the status page.
+	deadLetters string
 }
 
 // starting records the start-up step the relay now waits on; "" when it
@@ -84,7 +87,7 @@ func (o *observer) watchRegistry() (func(error), error) {
 // cannot help.
 func (o *observer) halt(err error) { o.halted.Store(&err) }
 
-func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
+func newObserver(cfg *config.Config, log *slog.Logger, configFlags []string) (*observer, error) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.WithBuildInfo(Build().Version), metrics.WithMaxTopics(cfg.Metrics.MaxTopics),
 		metrics.WithDeadLetterTopic(cfg.Kafka.DeadLetterTopic))
@@ -97,7 +100,11 @@ func newObserver(cfg *config.Config, log *slog.Logger) (*observer, error) {
 			pairs = append(pairs, sec, secret.Mask)
 		}
 	}
-	return &observer{cfg: cfg, log: log, reg: reg, m: m, started: time.Now(), scrub: strings.NewReplacer(pairs...)}, nil
+	deadLetters := "outboxrelay dead-letters"
+	if len(configFlags) > 0 {
+		deadLetters += " " + shellWords(configFlags)
+	}
+	return &observer{cfg: cfg, log: log, reg: reg, m: m, started: time.Now(), scrub: strings.NewReplacer(pairs...), deadLetters: deadLetters}, nil
 }
 
 // sinkOptions give the Kafka client its quieter logger and the metric
@@ -321,7 +328,7 @@ func (o *observer) status(pg *metrics.PostgresProbe) func(context.Context) https
 			SourceUp: ms.SourceUp, Standby: ms.SourceStandby,
 			EventsInFlight: ms.InFlight, EventsAcknowledged: ms.Acknowledged, Restarts: ms.Restarts,
 			LastCommitted: statusEvent(ms.LastRead), LastPublished: statusEvent(ms.LastAcknowledged),
-			DeadLetters: httpserver.DeadLetters{Topic: cfg.Kafka.DeadLetterTopic, Total: ms.DeadLettered},
+			DeadLetters: httpserver.DeadLetters{Topic: cfg.Kafka.DeadLetterTopic, Total: ms.DeadLettered, Command: o.deadLetters},
 			Rate:        httpserver.Rate{IntervalSeconds: metrics.RateInterval.Seconds()},
 		}
 		if !ms.Oldest.IsZero() {

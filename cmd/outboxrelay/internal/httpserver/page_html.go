@@ -116,8 +116,9 @@ footer a{color:#1f6fb2}
 <p><span id="dead-letter-total">{{.DeadLetters.Total}}</span> sent to {{with .DeadLetters.Topic}}<code>{{.}}</code>{{else}}no dead letter topic (kafka.dead_letter_topic is not set){{end}} since the start{{if .DeadLetters.Recent}}; the last ones:{{end}}</p>
 {{if .DeadLetters.Recent}}<table>
 <tr><th>when</th><th>event id</th><th>topic</th><th>reason</th></tr>
-{{range .DeadLetters.Recent}}<tr><td>{{when .At}}</td><td>{{.ID}}</td><td>{{.Topic}}</td><td class="reason">{{.Reason}}</td></tr>
+{{range $d := .DeadLetters.Recent}}<tr><td>{{when $d.At}}</td><td>{{$d.ID}}</td><td>{{$d.Topic}}</td><td class="reason">{{$d.Reason}}{{with $.DeadLetters.Command}}<br><code class="note">{{.}} redrive --id {{$d.ID}}</code>{{end}}</td></tr>
 {{end}}</table>{{end}}
+{{with .DeadLetters.Command}}<p class="note" id="dead-letter-commands">Every one, with its record: <code>{{.}} list</code>; once the routing is fixed, send them on: <code>{{.}} redrive</code> (docs/replay.md#dead-letters).</p>{{end}}
 </section>
 </main>
 <footer>Read only: nothing here changes the relay. The same as JSON: <a href="status">/status</a> ·

@@ -164,6 +164,10 @@ type DeadLetters struct {
 	// newest first.
 	Total  int64        `json:"total"`
 	Recent []DeadLetter `json:"recent"`
+	// Command is outboxrelay dead-letters with the relay's configuration
+	// flags: with list, show ID or redrive it reads them, or sends them on
+	// once the routing is fixed (docs/replay.md#dead-letters).
+	Command string `json:"command"`
 }
 
 // DeadLetter is one event sent to the dead letter topic.

@@ -38,7 +38,8 @@ func fixture() Status {
 		LastCommitted: &Event{ID: "e-1234", Topic: "outbox.event.order", Timestamp: at.Add(-time.Second), At: at},
 		LastPublished: &Event{ID: "e-1233", Topic: "outbox.event.order", Timestamp: at.Add(-2 * time.Second), At: at},
 		DeadLetters: DeadLetters{Topic: "outbox.dead-letter", Total: 1, Recent: []DeadLetter{
-			{ID: "e-bad", Topic: "outbox.event.order", Reason: `record of 5000 bytes is larger than <script>alert(1)</script>`, At: at}}},
+			{ID: "e-bad", Topic: "outbox.event.order", Reason: `record of 5000 bytes is larger than <script>alert(1)</script>`, At: at}},
+			Command: "outboxrelay dead-letters --config '/etc/outbox relay/relay.yaml'"},
 		Restarts:  2,
 		LastError: &TimedText{Message: "connection reset by peer", At: at.Add(-time.Minute)},
 	}
@@ -93,6 +94,8 @@ func TestStatusEndpoints(t *testing.T) {
 		`<b>kafka</b>: FAIL (no broker of [kafka:9092] answers)`, `<b>source</b>: ok (standby)`,
 		`&lt;script&gt;alert(1)&lt;/script&gt;`, `e-1233 → outbox.event.order`, `<dd id="restarts">2</dd>`,
 		`postgres://relay:xxxxx@db:5432/app`,
+		`<code class="note">outboxrelay dead-letters --config &#39;/etc/outbox relay/relay.yaml&#39; redrive --id e-bad</code>`,
+		`<code>outboxrelay dead-letters --config &#39;/etc/outbox relay/relay.yaml&#39; list</code>`,
 	} {
 		if !strings.Contains(page, w) {
 			t.Errorf("the page lacks %q", w)

@@ -63,6 +63,9 @@ func WriteRelay(w io.Writer, from string, s httpserver.Status) error {
 	for _, d := range s.DeadLetters.Recent {
 		line("  "+d.ID, "%s (%s, %s)", d.Reason, orNone(d.Topic), When(d.At))
 	}
+	if c := s.DeadLetters.Command; c != "" && s.DeadLetters.Total > 0 {
+		line("  send them on", "%s redrive, once the routing is fixed (%s list shows them)", c, c)
+	}
 	line("restarts", "%d", s.Restarts)
 	if e := s.LastError; e != nil {
 		line("last error", "%s (%s)", e.Message, When(e.At))
