@@ -53,8 +53,8 @@ type observer struct {
 	// hides the configured secrets in the texts it shows.
 	started time.Time
 	scrub   *strings.Replacer
-	// deadLetters is the command that lists the dead letters, with the
-	// flags that gave the configuration, for the status page.
+	// deadLetters is `outboxrelay dead-letters` with the flags that gave
+	// the configuration, to which the status page adds list or redrive.
 	deadLetters string
 }
 
