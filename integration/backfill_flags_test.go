@@ -27,7 +27,7 @@ func TestBackfillFlags(t *testing.T) {
 	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, cdcYAML(name)))
 
 	since := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	// Rows inserted this long after since (negative: before it).

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -33,7 +32,7 @@ func TestBackfillRefusesWithoutProof(t *testing.T) {
 	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, cdcYAML(name)))
 	c := newCollector(t, brokers, "outbox.event.order")
 	w := workload{table: "outbox", writers: 2, aggregates: 10, events: 400, txnSize: 2}
 

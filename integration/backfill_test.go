@@ -56,7 +56,7 @@ func testBackfill(t *testing.T, recreate bool, env ...string) {
 	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, cdcYAML(name)))
 	c := newCollector(t, brokers, "outbox.event.order")
 	w := workload{table: "outbox", writers: 4, aggregates: 40, events: 2000, txnSize: 4}
 
@@ -326,7 +326,7 @@ func TestBackfillHandsOverWhenKafkaAcksFirst(t *testing.T) {
 	createTimestampedOutbox(t, pool)
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	slotCfg := fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)
+	slotCfg := cdcYAML(name)
 	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, slotCfg))
 	hold, holdURL := newStartReplicationHold(t, url)
 	held := writeTemp(t, "backfill.yaml", yamlConfig(holdURL, brokers, slotCfg))
@@ -497,7 +497,7 @@ func TestBackfillRunsTheCommandTheErrorPrints(t *testing.T) {
 			}
 			_, brokers := testenv.Kafka(t)
 			name := uniqueName(t)
-			cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+			cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, cdcYAML(name)))
 			c := newCollector(t, brokers, "outbox.event.order")
 			w := workload{table: "outbox", writers: 2, aggregates: 10, events: 200, txnSize: 2}
 

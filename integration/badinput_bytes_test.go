@@ -144,8 +144,7 @@ func TestBadInputLargeRowsCDC(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	slot := uniqueName(t)
-	p, budget := runSized(t, yamlConfig(url, brokers, fmt.Sprintf(
-		"cdc:\n  slot: %s\n  publication: %s\n", slot, slot)), "OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC=outbox.deadletter")
+	p, budget := runSized(t, yamlConfig(url, brokers, cdcYAML(slot)), "OUTBOXRELAY_KAFKA_DEAD_LETTER_TOPIC=outbox.deadletter")
 	waitSlotActive(ctx, t, pool, slot)
 	const large = 100 << 20
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,7 +57,7 @@ func testBadInputDeadLetterTooLarge(t *testing.T, poll bool, maxRestarts int, en
 	}
 	_, brokers := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048576"}))
 	slot := uniqueName(t)
-	cfg := yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", slot, slot))
+	cfg := yamlConfig(url, brokers, cdcYAML(slot))
 	if poll {
 		applyBinaryPollDDL(t, url)
 		cfg = yamlConfig(url, brokers, "source: poll\npoll:\n  interval: 100ms\n")

@@ -131,6 +131,11 @@ func yamlConfig(url string, brokers []string, extra string) string {
 		url, strings.Join(brokers, ", "), extra)
 }
 
+// cdcYAML is the cdc section naming slot and publication name.
+func cdcYAML(name string) string {
+	return fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)
+}
+
 // vmHWM reads a process's peak resident set size (VmHWM) from /proc, in
 // bytes; ok is false where /proc does not say.
 func vmHWM(pid int) (hwm int64, ok bool) {

@@ -40,7 +40,7 @@ func testDeadLettersRedrive(t *testing.T, poll, topic bool, env ...string) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t)
 	name := uniqueName(t)
-	extra := fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)
+	extra := cdcYAML(name)
 	if poll {
 		applyBinaryPollDDL(t, url)
 		extra = "source: poll\npoll:\n  interval: 100ms\n"

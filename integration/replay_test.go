@@ -41,7 +41,7 @@ func TestReplayBesideRunningRelay(t *testing.T) {
 	createOutbox(t, pool, "outbox")
 	_, brokers := testenv.Kafka(t, kfake.DefaultNumPartitions(partitions))
 	name := uniqueName(t)
-	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name)))
+	cfg := writeTemp(t, "outboxrelay.yaml", yamlConfig(url, brokers, cdcYAML(name)))
 	relay := startBinary(t, []string{"run", "--config", cfg})
 	waitSlotActive(ctx, t, pool, name)
 	c := newCollector(t, brokers, "outbox.event.order")

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ var cdcKind = sourceKind{
 	},
 	prepare: func(testing.TB, string) {},
 	binaryConfig: func(url string, brokers []string, name string) string {
-		return yamlConfig(url, brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", name, name))
+		return yamlConfig(url, brokers, cdcYAML(name))
 	},
 	started:  "replication started",
 	deadConn: deadConnSigns{warning: "the replication connection is dead", bound: "silent_for", within: 2 * time.Minute},

@@ -283,7 +283,7 @@ func (e *env) collect(t testing.TB, topics ...string) *collector {
 // cdcConfig is the relay binary's configuration for e: source cdc, with
 // the slot and the publication named after the test, and extra appended.
 func (e *env) cdcConfig(extra string) string {
-	return yamlConfig(e.url, e.brokers, fmt.Sprintf("cdc:\n  slot: %s\n  publication: %s\n", e.name, e.name)+extra)
+	return yamlConfig(e.url, e.brokers, cdcYAML(e.name)+extra)
 }
 
 // start runs the env's source in-process (run) and waits until it relays
