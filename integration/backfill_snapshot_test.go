@@ -42,9 +42,9 @@ func TestBackfillRefusesWithoutProof(t *testing.T) {
 	before := readRows(ctx, t, pool, "outbox")
 	c.waitFor(t, before, time.Minute)
 	// A checkpoint carries a transaction snapshot once one is taken and
-	// the checkpoint passes it; an idle relay's passes it at a status
-	// interval, and the graceful stop saves a last one.
-	time.Sleep(time.Second)
+	// a later checkpoint passes its position: the backfill below relies
+	// on one being there.
+	waitCheckpointSnapshot(ctx, t, brokers, name)
 	if code := p.signal(t, syscall.SIGTERM, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
